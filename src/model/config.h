@@ -1,0 +1,47 @@
+// One configuration struct for the family, read from an HF config.json or GGUF metadata.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zen {
+
+class GgufFile;
+
+enum class RopeScaling { None, Linear, Yarn };
+
+struct ModelConfig {
+  std::string architecture;  // "llama", "qwen2", "qwen3"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v bias (Qwen2)
+  bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3)
+  // Rotary embedding.
+  double rope_theta = 10000.0;
+  bool rope_interleaved = false;  // GGUF llama: rotate adjacent pairs (ggml "normal" mode)
+  RopeScaling rope_scaling = RopeScaling::None;
+  double rope_factor = 1.0;
+  int64_t rope_original_max_position = 0;
+  double yarn_beta_fast = 32.0;
+  double yarn_beta_slow = 1.0;
+  double yarn_attention_factor = 0.0;  // 0: derived (0.1 ln(factor) + 1)
+  std::string torch_dtype;             // informational
+  std::vector<int32_t> eos_token_ids;  // from generation_config.json / config.json / GGUF
+  int32_t bos_token_id = -1;
+
+  static ModelConfig from_hf(const nlohmann::json& config);  // throws zen::Error
+  static ModelConfig from_gguf(const GgufFile& gguf);
+  void validate() const;  // throws zen::Error on inconsistent values
+};
+
+}  // namespace zen
