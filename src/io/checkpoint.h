@@ -8,6 +8,7 @@
 // deliberately skips, with a reason; verdict() then lists missing, mismatched and unexpected
 // tensors, and require_clean() throws when any exist.
 #pragma once
+#include <map>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -64,6 +65,8 @@ class Checkpoint {
 
  private:
   Checkpoint() = default;
+  void open_hf_folder();          // opens model.safetensors or the indexed shards
+  void check_weight_map() const;  // every index entry lives in the shard it names
   CheckpointFormat format_ = CheckpointFormat::HfFolder;
   std::string path_;
   std::string folder_;
@@ -75,6 +78,7 @@ class Checkpoint {
   std::vector<std::pair<std::string, std::string>> ignored_;  // name, reason
   std::vector<std::string> missing_;
   std::vector<std::string> mismatched_;
+  std::map<std::string, std::string> weight_map_;  // tensor -> shard file (sharded folders)
 };
 
 }  // namespace zen

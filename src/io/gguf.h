@@ -47,12 +47,16 @@ class GgufFile {
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const std::string& path() const { return file_.path(); }
   size_t file_size() const { return file_.size(); }
+  uint64_t alignment() const { return alignment_; }     // general.alignment, default 32
+  size_t data_offset() const { return data_offset_; }  // file offset of the data section
 
  private:
   MappedFile file_;
   uint32_t version_ = 0;
   std::map<std::string, GgufValue> kv_;
   std::vector<TensorView> tensors_;
+  uint64_t alignment_ = 32;
+  size_t data_offset_ = 0;
 };
 
 }  // namespace zen

@@ -18,6 +18,9 @@ class ThreadPool;
 struct LoadOptions {
   int n_threads = 0;           // 0: all cores
   bool load_tokenizer = true;  // false for tokenizer-less fixtures
+  // false: load despite missing/unexpected tensors so `zen inspect` can report them; such a
+  // model refuses to run.
+  bool strict = true;
 };
 
 // Per-sequence attention state: K and V for every layer, f32, [layer][pos][kv_heads*head_dim].

@@ -1,0 +1,244 @@
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "base/error.h"
+#include "base/mmap.h"
+#include "cli/flags.h"
+#include "engine/generate.h"
+#include "model/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace zen::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+const FlagSpec kModelFlag{"model", FlagKind::String, "model path: HF folder, .safetensors, or .gguf (default: the installed default model)", {}};
+const FlagSpec kThreadsFlag{"threads", FlagKind::Int, "worker threads (default: all cores)", {}};
+const FlagSpec kHelpFlag{"help", FlagKind::Bool, "show this help", {}};
+
+bool wants_help(const Flags& f) {
+  if (!f.flag("help")) return false;
+  std::fputs(f.usage().c_str(), stdout);
+  return true;
+}
+
+std::string executable_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+// Reads a whole file; "-" reads standard input.
+std::string read_input_file(const std::string& path) {
+  if (path == "-") {
+    std::ostringstream os;
+    os << std::cin.rdbuf();
+    return os.str();
+  }
+  return read_text_file(path);
+}
+
+}  // namespace
+
+std::string resolve_model_path(const std::string& flag_value) {
+  if (!flag_value.empty()) return flag_value;
+  if (const char* env = std::getenv("ZEN_MODEL"); env != nullptr && *env != '\0') return env;
+  const fs::path exe = executable_dir();
+  for (const fs::path& base : {exe / "..", exe / ".." / "..", exe}) {
+    const fs::path candidate = base / "models" / "default" / "model.gguf";
+    if (fs::exists(candidate)) return fs::weakly_canonical(candidate).string();
+  }
+  fail("no --model given and the default model is not installed (run ./setup.sh, or set ZEN_MODEL)");
+}
+
+int run_command(int argc, char** argv) {
+  Flags f("run", {kModelFlag,
+                  {"prompt", FlagKind::String, "the prompt text (or use --prompt-file)", {}},
+                  {"prompt-file", FlagKind::String, "read the prompt from a file ('-' for stdin)", {}},
+                  {"chat", FlagKind::Bool, "format the prompt as a user turn with the model's chat template", {}},
+                  {"system", FlagKind::String, "system message for --chat", {}},
+                  {"no-think", FlagKind::Bool, "--chat: pass enable_thinking=false to the template (Qwen3)", {}},
+                  {"max-tokens", FlagKind::Int, "tokens to generate at most (default 256)", {}},
+                  {"temperature", FlagKind::Float, "sampling temperature; 0 = greedy (default 0)", {}},
+                  {"top-k", FlagKind::Int, "keep the k most likely tokens; 0 = off", {}},
+                  {"top-p", FlagKind::Float, "nucleus sampling mass in (0, 1]; 1 = off", {}},
+                  {"min-p", FlagKind::Float, "drop tokens below min-p x the top probability", {}},
+                  {"repetition-penalty", FlagKind::Float, "> 1 discourages repeats (prompt and output)", {}},
+                  {"presence-penalty", FlagKind::Float, "OpenAI presence penalty in [-2, 2]", {}},
+                  {"frequency-penalty", FlagKind::Float, "OpenAI frequency penalty in [-2, 2]", {}},
+                  {"seed", FlagKind::Int, "random seed (same seed, same output)", {}},
+                  {"ignore-eos", FlagKind::Bool, "keep generating to --max-tokens past end-of-sequence", {}},
+                  kThreadsFlag, kHelpFlag});
+  f.parse(argc, argv, 2);
+  if (wants_help(f)) return 0;
+  if (!f.positional().empty()) fail("unexpected argument '", f.positional()[0], "' (the prompt goes in --prompt)");
+  if (f.has("prompt") == f.has("prompt-file")) fail("give exactly one of --prompt TEXT or --prompt-file PATH");
+  const std::string prompt_text = f.has("prompt") ? f.str("prompt") : read_input_file(f.str("prompt-file"));
+
+  GenerateOptions opts;
+  opts.max_tokens = f.integer("max-tokens", 256);
+  if (opts.max_tokens < 0) fail("--max-tokens must be >= 0, got ", opts.max_tokens);
+  opts.ignore_eos = f.flag("ignore-eos");
+  SamplingParams& s = opts.sampling;
+  s.temperature = static_cast<float>(f.number("temperature", 0.0));
+  s.top_k = static_cast<int32_t>(f.integer("top-k", 0));
+  s.top_p = static_cast<float>(f.number("top-p", 1.0));
+  s.min_p = static_cast<float>(f.number("min-p", 0.0));
+  s.repetition_penalty = static_cast<float>(f.number("repetition-penalty", 1.0));
+  s.presence_penalty = static_cast<float>(f.number("presence-penalty", 0.0));
+  s.frequency_penalty = static_cast<float>(f.number("frequency-penalty", 0.0));
+  s.has_seed = f.has("seed");
+  s.seed = static_cast<uint64_t>(f.integer("seed", 0));
+  s.validate();  // its messages name the parameter (flags spell it with '-')
+
+  LoadOptions load;
+  load.n_threads = static_cast<int>(f.integer("threads", 0));
+  auto model = Model::load(resolve_model_path(f.str("model")), load);
+  const Tokenizer& tok = *model->tokenizer();
+
+  std::string text = prompt_text;
+  if (f.flag("chat")) {
+    if (tok.chat_template().empty()) fail("--chat: this model has no chat template");
+    nlohmann::json messages = nlohmann::json::array();
+    if (f.has("system")) messages.push_back({{"role", "system"}, {"content", f.str("system")}});
+    messages.push_back({{"role", "user"}, {"content", prompt_text}});
+    nlohmann::json ctx = {{"messages", messages},
+                          {"add_generation_prompt", true},
+                          {"bos_token", tok.bos_token()},
+                          {"eos_token", tok.eos_token()}};
+    if (f.flag("no-think")) ctx["enable_thinking"] = false;
+    text = ChatTemplate(tok.chat_template()).render(ctx);
+  }
+  std::vector<int32_t> ids;
+  if (tok.add_bos() && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
+  const auto body = tok.encode(text, /*parse_special=*/f.flag("chat"));
+  ids.insert(ids.end(), body.begin(), body.end());
+
+  StreamingDetokenizer detok(tok);
+  GenerateResult r = generate(*model, ids, opts, [&](int32_t id) {
+    const std::string piece = detok.push(id);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  const std::string rest = detok.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  const auto n_gen = static_cast<int64_t>(r.tokens.size());
+  std::fprintf(stderr, "prefill: %" PRId64 " tokens in %.3f s (%.2f tok/s)\n", r.prompt_tokens, r.prefill_seconds,
+               static_cast<double>(r.prompt_tokens) / std::max(1e-9, r.prefill_seconds));
+  const int64_t decoded = std::max<int64_t>(0, n_gen - 1);
+  std::fprintf(stderr, "decode: %" PRId64 " tokens in %.3f s (%.2f tok/s), finish: %s\n", n_gen, r.decode_seconds,
+               static_cast<double>(decoded) / std::max(1e-9, r.decode_seconds), r.finish_reason.c_str());
+  return 0;
+}
+
+int tokenize_command(int argc, char** argv) {
+  Flags f("tokenize", {{"tokenizer", FlagKind::String, "tokenizer.json, a model folder, or a .gguf", {}},
+                       {"no-special", FlagKind::Bool, "treat special-token text as plain text", {}},
+                       {"add-bos", FlagKind::Bool, "prepend BOS when the model adds one", {}},
+                       kHelpFlag});
+  f.parse(argc, argv, 2);
+  if (wants_help(f)) return 0;
+  if (f.positional().size() != 1) fail("give the text as one argument: zen tokenize --tokenizer PATH TEXT");
+  auto tok = Tokenizer::load(resolve_model_path(f.str("tokenizer")));
+  std::vector<int32_t> ids;
+  if (f.flag("add-bos") && tok->add_bos() && tok->bos_id() >= 0) ids.push_back(tok->bos_id());
+  const auto body = tok->encode(f.positional()[0], !f.flag("no-special"));
+  ids.insert(ids.end(), body.begin(), body.end());
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+  std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+int perplexity_command(int argc, char** argv) {
+  Flags f("perplexity", {kModelFlag,
+                         {"file", FlagKind::String, "text file to score", {}},
+                         {"ctx", FlagKind::Int, "window size in tokens (default 512)", {}},
+                         {"chunks", FlagKind::Int, "score only the first N windows (default: all)", {}},
+                         {"batch", FlagKind::Int, "tokens per forward pass (default 256)", {}},
+                         {"dump-logits", FlagKind::String, "write the f32 logits [tokens x vocab] to this .npy", {}},
+                         kThreadsFlag, kHelpFlag});
+  f.parse(argc, argv, 2);
+  if (wants_help(f)) return 0;
+  if (!f.has("file")) fail("--file is required (the text to score)");
+  const int64_t batch = f.integer("batch", 256);
+  if (batch <= 0) fail("--batch must be positive, got ", batch);
+  LoadOptions load;
+  load.n_threads = static_cast<int>(f.integer("threads", 0));
+  auto model = Model::load(resolve_model_path(f.str("model")), load);
+  const Tokenizer& tok = *model->tokenizer();
+  std::vector<int32_t> ids;
+  if (tok.add_bos() && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
+  const auto body = tok.encode(read_input_file(f.str("file")), /*parse_special=*/false);
+  ids.insert(ids.end(), body.begin(), body.end());
+  const PerplexityResult r =
+      perplexity(*model, ids, f.integer("ctx", 512), f.integer("chunks", 0), f.str("dump-logits"), batch);
+  std::fprintf(stderr, "scored %" PRId64 " tokens in %.2f s (%.1f tok/s)\n", r.tokens_scored, r.seconds,
+               static_cast<double>(r.tokens_scored) / std::max(1e-9, r.seconds));
+  std::printf("mean nll: %.6f\nperplexity: %.4f\n", r.mean_nll, r.perplexity);
+  return 0;
+}
+
+int inspect_command(int argc, char** argv) {
+  Flags f("inspect", {kHelpFlag});
+  f.parse(argc, argv, 2);
+  if (wants_help(f)) return 0;
+  if (f.positional().size() != 1) fail("give one checkpoint path: zen inspect PATH");
+  LoadOptions load;
+  load.load_tokenizer = false;
+  load.strict = false;
+  load.n_threads = 1;
+  auto model = Model::load(f.positional()[0], load);
+  const ModelConfig& c = model->config();
+  const Checkpoint& ck = model->checkpoint();
+  int64_t params = 0;
+  std::map<std::string, std::pair<int64_t, size_t>> by_dtype;  // dtype -> tensors, bytes
+  for (const auto& name : ck.tensor_names()) {
+    const TensorView* t = ck.peek(name);
+    params += t->numel();
+    auto& e = by_dtype[dtype_name(t->dtype)];
+    ++e.first;
+    e.second += t->nbytes;
+  }
+  std::printf("path: %s\n", ck.path().c_str());
+  std::printf("format: %s\n", ck.format() == CheckpointFormat::Gguf ? "gguf"
+                              : ck.format() == CheckpointFormat::HfFolder ? "hf-folder" : "safetensors");
+  std::printf("architecture: %s\n", c.architecture.c_str());
+  std::printf("parameters: %" PRId64 " (%.3f B)\n", params, static_cast<double>(params) / 1e9);
+  std::printf("layers: %" PRId64 ", hidden: %" PRId64 ", intermediate: %" PRId64 ", heads: %" PRId64 " (kv %" PRId64
+              ", dim %" PRId64 "), vocab: %" PRId64 "\n",
+              c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
+  std::printf("context length: %" PRId64 "\n", c.max_position_embeddings);
+  const char* scaling = c.rope_scaling == RopeScaling::Yarn ? "yarn" : c.rope_scaling == RopeScaling::Linear ? "linear" : "none";
+  std::printf("rope: theta %g, scaling %s (factor %g)\n", c.rope_theta, scaling, c.rope_factor);
+  std::printf("tied embeddings: %s\n", c.tie_word_embeddings ? "yes" : "no");
+  std::printf("dtypes:");
+  for (const auto& [name, e] : by_dtype)
+    std::printf(" %s x%" PRId64 " (%.1f MiB)", name.c_str(), e.first, static_cast<double>(e.second) / (1 << 20));
+  std::printf("\n");
+  if (const GgufFile* g = ck.gguf()) {
+    if (auto ft = g->get_int("general.file_type")) std::printf("gguf file_type: %" PRId64 "\n", *ft);
+    if (auto name = g->get_string("general.name")) std::printf("name: %s\n", name->c_str());
+  }
+  std::printf("KV cache bytes per token (f32): %" PRId64 "\n", 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4);
+  const LoadVerdict v = ck.verdict();
+  std::printf("strict load: %s\n", v.ok() ? "ok" : "FAILED");
+  if (!v.ok() || !v.ignored.empty()) std::printf("%s", v.to_string().c_str());
+  return v.ok() ? 0 : 1;
+}
+
+}  // namespace zen::cli

@@ -1,0 +1,16 @@
+// The `zen` subcommands. Each returns the process exit code; errors are thrown as zen::Error.
+#pragma once
+#include <string>
+
+namespace zen::cli {
+
+int run_command(int argc, char** argv);
+int tokenize_command(int argc, char** argv);
+int perplexity_command(int argc, char** argv);
+int inspect_command(int argc, char** argv);
+
+// --model, or the installed default model (ZEN_MODEL, then models/default/ beside the
+// binary's tree). Throws with setup instructions when none is found.
+std::string resolve_model_path(const std::string& flag_value);
+
+}  // namespace zen::cli

@@ -1,0 +1,107 @@
+#include "cli/flags.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace zen::cli {
+
+const FlagSpec* Flags::find(const std::string& name) const {
+  for (const auto& s : specs_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::string Flags::usage() const {
+  std::ostringstream os;
+  os << "usage: zen " << command_ << " [flags]\n";
+  for (const auto& s : specs_) {
+    os << "  --" << s.name;
+    if (s.kind == FlagKind::Choice) {
+      os << " {";
+      for (size_t i = 0; i < s.choices.size(); ++i) os << (i ? "," : "") << s.choices[i];
+      os << "}";
+    } else if (s.kind != FlagKind::Bool) {
+      os << (s.kind == FlagKind::Int ? " N" : s.kind == FlagKind::Float ? " X" : " VALUE");
+    }
+    os << "\n      " << s.help << "\n";
+  }
+  return os.str();
+}
+
+void Flags::parse(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0 || arg == "--") {
+      positional_.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    bool inline_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inline_value = true;
+    }
+    const FlagSpec* spec = find(name);
+    if (spec == nullptr) fail("unknown flag --", name, " for 'zen ", command_, "'\n", usage());
+    if (spec->kind == FlagKind::Bool) {
+      if (inline_value) fail("--", name, " takes no value");
+      values_[name] = "1";
+      continue;
+    }
+    if (!inline_value) {
+      if (i + 1 >= argc) fail("--", name, " needs a value (", spec->help, ")");
+      value = argv[++i];
+    }
+    if (spec->kind == FlagKind::Choice) {
+      bool ok = false;
+      for (const auto& c : spec->choices) ok = ok || c == value;
+      if (!ok) {
+        std::string list;
+        for (const auto& c : spec->choices) list += (list.empty() ? "" : ", ") + c;
+        fail("--", name, " must be one of {", list, "}, got '", value, "'");
+      }
+    }
+    values_[name] = value;
+    if (spec->kind == FlagKind::Int) (void)integer(name, 0);  // validate now
+    if (spec->kind == FlagKind::Float) (void)number(name, 0);
+  }
+}
+
+std::string Flags::str(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+int64_t Flags::integer(const std::string& name, int64_t fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size()) fail("--", name, " expects an integer, got '", it->second, "'");
+  return v;
+}
+
+double Flags::number(const std::string& name, double fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size() || !std::isfinite(v))
+    fail("--", name, " expects a number, got '", it->second, "'");
+  return v;
+}
+
+}  // namespace zen::cli

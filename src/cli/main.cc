@@ -1,0 +1,43 @@
+// zen: command-line entry point.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "base/error.h"
+#include "cli/commands.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: zen <command> [flags]\n"
+    "commands:\n"
+    "  run         generate text from a prompt (streams to stdout; speed on stderr)\n"
+    "  tokenize    print the token ids of a text\n"
+    "  perplexity  perplexity of a model on a text file\n"
+    "  inspect     describe a checkpoint and check it loads strictly\n"
+    "run 'zen <command> --help' for its flags\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  try {
+    if (command == "run") return zen::cli::run_command(argc, argv);
+    if (command == "tokenize") return zen::cli::tokenize_command(argc, argv);
+    if (command == "perplexity") return zen::cli::perplexity_command(argc, argv);
+    if (command == "inspect") return zen::cli::inspect_command(argc, argv);
+    std::fprintf(stderr, "zen: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const zen::Error& e) {
+    std::fprintf(stderr, "zen %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zen %s: internal error: %s\n", command.c_str(), e.what());
+    return 3;
+  }
+}

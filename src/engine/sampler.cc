@@ -1,0 +1,119 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/error.h"
+
+namespace zen {
+
+void SamplingParams::validate() const {
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature))
+    fail("temperature must be >= 0, got ", temperature);
+  if (top_k < 0) fail("top_k must be >= 0 (0 disables it), got ", top_k);
+  if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top_p must be in (0, 1], got ", top_p);
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) fail("min_p must be in [0, 1], got ", min_p);
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
+    fail("repetition_penalty must be > 0, got ", repetition_penalty);
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
+    fail("presence_penalty must be in [-2, 2], got ", presence_penalty);
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    fail("frequency_penalty must be in [-2, 2], got ", frequency_penalty);
+}
+
+int32_t argmax(const float* logits, int64_t vocab) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < vocab; ++i)
+    if (logits[i] > logits[best]) best = i;  // first maximum wins, as torch.argmax
+  return static_cast<int32_t>(best);
+}
+
+Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt) : p_(params) {
+  p_.validate();
+  rng_.seed(p_.has_seed ? p_.seed : std::random_device{}());
+  for (int32_t t : prompt)
+    if (!seen_set_[t]) {
+      seen_set_[t] = true;
+      seen_.push_back(t);
+    }
+}
+
+void Sampler::accept(int32_t token) {
+  ++output_counts_[token];
+  if (!seen_set_[token]) {
+    seen_set_[token] = true;
+    seen_.push_back(token);
+  }
+}
+
+void Sampler::apply_penalties(float* logits, int64_t vocab) const {
+  if (p_.repetition_penalty != 1.0f) {
+    for (int32_t t : seen_) {
+      if (t < 0 || t >= vocab) continue;
+      float& l = logits[t];
+      l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
+    }
+  }
+  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
+    for (const auto& [t, count] : output_counts_) {
+      if (t < 0 || t >= vocab) continue;
+      logits[t] -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(count);
+    }
+  }
+}
+
+int32_t Sampler::sample(float* logits, int64_t vocab) {
+  apply_penalties(logits, vocab);
+  if (p_.temperature == 0.0f || p_.top_k == 1) return argmax(logits, vocab);
+
+  // Candidates sorted by logit, cut by top-k first (cheap partial sort).
+  candidates_.resize(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i) candidates_[static_cast<size_t>(i)] = {logits[i], static_cast<int32_t>(i)};
+  size_t keep = candidates_.size();
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) keep = static_cast<size_t>(p_.top_k);
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep), candidates_.end(), by_logit);
+  candidates_.resize(keep);
+
+  // Softmax at temperature over the kept candidates (probabilities stored in .first).
+  const double max_logit = candidates_[0].first;
+  double sum = 0;
+  std::vector<double>& probs = probs_;
+  probs.resize(keep);
+  for (size_t i = 0; i < keep; ++i) {
+    probs[i] = std::exp((static_cast<double>(candidates_[i].first) - max_logit) / p_.temperature);
+    sum += probs[i];
+  }
+  for (double& p : probs) p /= sum;
+
+  // top-p: smallest prefix whose mass reaches top_p (always at least one token).
+  size_t cut = keep;
+  if (p_.top_p < 1.0f) {
+    double mass = 0;
+    for (size_t i = 0; i < keep; ++i) {
+      mass += probs[i];
+      if (mass >= p_.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+  }
+  // min-p: drop tokens below min_p x the top probability.
+  if (p_.min_p > 0.0f) {
+    const double floor_p = p_.min_p * probs[0];
+    size_t i = 1;
+    while (i < cut && probs[i] >= floor_p) ++i;
+    cut = i;
+  }
+  double total = 0;
+  for (size_t i = 0; i < cut; ++i) total += probs[i];
+  std::uniform_real_distribution<double> uniform(0.0, total);
+  double r = uniform(rng_);
+  for (size_t i = 0; i < cut; ++i) {
+    r -= probs[i];
+    if (r <= 0) return candidates_[i].second;
+  }
+  return candidates_[cut - 1].second;
+}
+
+}  // namespace zen

@@ -1,0 +1,48 @@
+// Token sampling: penalties, then greedy (temperature 0) or temperature + top-k + top-p +
+// min-p over the softmax, drawn from a seeded generator (same seed, same output).
+#pragma once
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace zen {
+
+struct SamplingParams {
+  float temperature = 0.0f;         // 0: greedy
+  int32_t top_k = 0;                // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off; keeps tokens with p >= min_p * p_max
+  float repetition_penalty = 1.0f;  // HF/vLLM: over prompt and output; >1 discourages
+  float presence_penalty = 0.0f;    // OpenAI: over output tokens
+  float frequency_penalty = 0.0f;   // OpenAI: over output tokens, per occurrence
+  uint64_t seed = 0;
+  bool has_seed = false;            // false: seeded from std::random_device
+
+  void validate() const;  // throws zen::Error naming the offending parameter and its range
+};
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& params, std::span<const int32_t> prompt);
+  // Picks the next token from logits [vocab] (modified in place by penalties).
+  int32_t sample(float* logits, int64_t vocab);
+  // Records a generated token for the penalties.
+  void accept(int32_t token);
+
+ private:
+  void apply_penalties(float* logits, int64_t vocab) const;
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::unordered_map<int32_t, int32_t> output_counts_;
+  std::vector<int32_t> seen_;  // prompt + output tokens, deduplicated via seen_set_
+  std::unordered_map<int32_t, bool> seen_set_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // scratch
+  std::vector<double> probs_;                          // scratch
+};
+
+int32_t argmax(const float* logits, int64_t vocab);
+
+}  // namespace zen

@@ -1,0 +1,207 @@
+#include "model/config.h"
+
+#include <cmath>
+
+#include "base/error.h"
+#include "io/gguf.h"
+
+namespace zen {
+namespace {
+
+using nlohmann::json;
+
+// Reads an integer field; throws naming the key when it has the wrong type.
+int64_t get_int(const json& j, const char* key, int64_t fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer()) fail("config.json: '", key, "' must be an integer, got ", it->dump());
+  return it->get<int64_t>();
+}
+
+double get_num(const json& j, const char* key, double fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) fail("config.json: '", key, "' must be a number, got ", it->dump());
+  return it->get<double>();
+}
+
+bool get_bool(const json& j, const char* key, bool fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) fail("config.json: '", key, "' must be a boolean, got ", it->dump());
+  return it->get<bool>();
+}
+
+std::string get_str(const json& j, const char* key, const std::string& fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_string()) fail("config.json: '", key, "' must be a string, got ", it->dump());
+  return it->get<std::string>();
+}
+
+std::vector<int32_t> token_id_list(const json& v) {
+  std::vector<int32_t> ids;
+  if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+  if (v.is_array())
+    for (const auto& e : v)
+      if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+  return ids;
+}
+
+// Architecture name from "model_type" or the first entry of "architectures".
+std::string hf_architecture(const json& j) {
+  std::string model_type = get_str(j, "model_type", "");
+  if (!model_type.empty()) return model_type;
+  auto it = j.find("architectures");
+  if (it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
+    const std::string a = (*it)[0].get<std::string>();
+    if (a == "LlamaForCausalLM") return "llama";
+    if (a == "Qwen2ForCausalLM") return "qwen2";
+    if (a == "Qwen3ForCausalLM") return "qwen3";
+    return a;
+  }
+  fail("config.json: neither 'model_type' nor 'architectures' names the architecture");
+}
+
+// Rope scaling lives in "rope_scaling" (transformers 4.x) or "rope_parameters" (5.x, which
+// also carries rope_theta).
+void read_rope(const json& j, ModelConfig& c) {
+  c.rope_theta = get_num(j, "rope_theta", 10000.0);
+  const json* rope = nullptr;
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    auto it = j.find(key);
+    if (it != j.end() && it->is_object()) {
+      rope = &*it;
+      break;
+    }
+    if (it != j.end() && !it->is_null() && !it->is_object())
+      fail("config.json: '", key, "' must be an object, got ", it->dump());
+  }
+  if (rope == nullptr) return;
+  c.rope_theta = get_num(*rope, "rope_theta", c.rope_theta);
+  std::string type = get_str(*rope, "rope_type", get_str(*rope, "type", "default"));
+  if (type == "default") return;
+  c.rope_factor = get_num(*rope, "factor", 1.0);
+  if (c.rope_factor <= 0) fail("config.json: rope factor must be positive, got ", c.rope_factor);
+  if (type == "linear") {
+    c.rope_scaling = RopeScaling::Linear;
+  } else if (type == "yarn") {
+    c.rope_scaling = RopeScaling::Yarn;
+    c.rope_original_max_position =
+        get_int(*rope, "original_max_position_embeddings", c.max_position_embeddings);
+    c.yarn_beta_fast = get_num(*rope, "beta_fast", 32.0);
+    c.yarn_beta_slow = get_num(*rope, "beta_slow", 1.0);
+    c.yarn_attention_factor = get_num(*rope, "attention_factor", 0.0);
+    if (rope->contains("mscale") || rope->contains("mscale_all_dim"))
+      fail("config.json: yarn 'mscale'/'mscale_all_dim' (DeepSeek-style) is not supported");
+    if (rope->contains("truncate") && !get_bool(*rope, "truncate", true))
+      fail("config.json: yarn 'truncate: false' is not supported");
+  } else {
+    fail("config.json: rope type '", type, "' is not supported (supported: default, linear, yarn)");
+  }
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_hf(const json& j) {
+  if (!j.is_object()) fail("config.json: expected a JSON object");
+  ModelConfig c;
+  c.architecture = hf_architecture(j);
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3")
+    fail("config.json: architecture '", c.architecture,
+         "' is not supported (supported: llama, qwen2, qwen3)");
+  c.vocab_size = get_int(j, "vocab_size", 0);
+  c.hidden_size = get_int(j, "hidden_size", 0);
+  c.intermediate_size = get_int(j, "intermediate_size", 0);
+  c.num_layers = get_int(j, "num_hidden_layers", 0);
+  c.num_heads = get_int(j, "num_attention_heads", 0);
+  c.num_kv_heads = get_int(j, "num_key_value_heads", c.num_heads);
+  c.head_dim = get_int(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  c.max_position_embeddings = get_int(j, "max_position_embeddings", 2048);
+  c.rms_norm_eps = get_num(j, "rms_norm_eps", 1e-6);
+  c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false);
+  c.attention_bias = c.architecture == "qwen2" ? true : get_bool(j, "attention_bias", false);
+  c.qk_norm = c.architecture == "qwen3";
+  c.torch_dtype = get_str(j, "torch_dtype", get_str(j, "dtype", ""));
+  if (j.contains("hidden_act") && get_str(j, "hidden_act", "silu") != "silu")
+    fail("config.json: hidden_act '", get_str(j, "hidden_act", ""), "' is not supported (silu)");
+  if (get_bool(j, "mlp_bias", false)) fail("config.json: mlp_bias=true is not supported");
+  read_rope(j, c);
+  if (j.contains("eos_token_id")) c.eos_token_ids = token_id_list(j["eos_token_id"]);
+  c.bos_token_id = static_cast<int32_t>(get_int(j, "bos_token_id", -1));
+  c.validate();
+  return c;
+}
+
+ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
+  ModelConfig c;
+  c.architecture = g.get_string("general.architecture").value_or("");
+  const std::string& a = c.architecture;
+  if (a != "llama" && a != "qwen2" && a != "qwen3")
+    fail(g.path(), ": GGUF architecture '", a, "' is not supported (supported: llama, qwen2, qwen3)");
+  auto need_int = [&](const std::string& key) {
+    auto v = g.get_int(a + "." + key);
+    if (!v) fail(g.path(), ": GGUF metadata lacks '", a, ".", key, "'");
+    return *v;
+  };
+  c.hidden_size = need_int("embedding_length");
+  c.intermediate_size = need_int("feed_forward_length");
+  c.num_layers = need_int("block_count");
+  c.num_heads = need_int("attention.head_count");
+  c.num_kv_heads = g.get_int(a + ".attention.head_count_kv").value_or(c.num_heads);
+  c.head_dim = g.get_int(a + ".attention.key_length").value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  c.max_position_embeddings = g.get_int(a + ".context_length").value_or(2048);
+  c.rms_norm_eps = g.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
+  c.rope_theta = g.get_float(a + ".rope.freq_base").value_or(10000.0);
+  c.attention_bias = a == "qwen2";
+  c.qk_norm = a == "qwen3";
+  // llama.cpp's converter permutes llama Q/K rows so that rope rotates adjacent pairs.
+  c.rope_interleaved = a == "llama";
+  const std::string scaling = g.get_string(a + ".rope.scaling.type").value_or("none");
+  if (scaling == "linear") {
+    c.rope_scaling = RopeScaling::Linear;
+    c.rope_factor = g.get_float(a + ".rope.scaling.factor").value_or(1.0);
+  } else if (scaling == "yarn") {
+    c.rope_scaling = RopeScaling::Yarn;
+    c.rope_factor = g.get_float(a + ".rope.scaling.factor").value_or(1.0);
+    c.rope_original_max_position =
+        g.get_int(a + ".rope.scaling.original_context_length").value_or(c.max_position_embeddings);
+    c.yarn_beta_fast = g.get_float(a + ".rope.scaling.yarn_beta_fast").value_or(32.0);
+    c.yarn_beta_slow = g.get_float(a + ".rope.scaling.yarn_beta_slow").value_or(1.0);
+  } else if (scaling != "none") {
+    fail(g.path(), ": GGUF rope scaling '", scaling, "' is not supported");
+  }
+  // Vocabulary size from the token list (the embedding shape is checked at load).
+  if (const GgufValue* toks = g.find("tokenizer.ggml.tokens")) c.vocab_size = static_cast<int64_t>(toks->strings.size());
+  if (auto eos = g.get_int("tokenizer.ggml.eos_token_id")) c.eos_token_ids.push_back(static_cast<int32_t>(*eos));
+  if (auto bos = g.get_int("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int32_t>(*bos);
+  c.validate();
+  return c;
+}
+
+void ModelConfig::validate() const {
+  auto positive = [](int64_t v, const char* what) {
+    if (v <= 0) fail("model config: ", what, " must be positive, got ", v);
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(intermediate_size, "intermediate_size");
+  positive(num_layers, "num_hidden_layers");
+  positive(num_heads, "num_attention_heads");
+  positive(num_kv_heads, "num_key_value_heads");
+  positive(head_dim, "head_dim");
+  positive(max_position_embeddings, "max_position_embeddings");
+  if (num_heads % num_kv_heads != 0)
+    fail("model config: num_attention_heads (", num_heads, ") is not a multiple of num_key_value_heads (",
+         num_kv_heads, ")");
+  if (head_dim % 2 != 0) fail("model config: head_dim must be even for rotary, got ", head_dim);
+  if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps)) fail("model config: rms_norm_eps must be positive");
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta)) fail("model config: rope_theta must be positive");
+  if (num_layers > 1024 || hidden_size > (1 << 20) || vocab_size > (1 << 24))
+    fail("model config: implausible sizes (layers ", num_layers, ", hidden ", hidden_size, ", vocab ",
+         vocab_size, ")");
+  if (rope_scaling == RopeScaling::Yarn && rope_original_max_position <= 0)
+    fail("model config: yarn needs original_max_position_embeddings");
+}
+
+}  // namespace zen

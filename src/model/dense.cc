@@ -1,0 +1,239 @@
+#include "model/dense.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "base/error.h"
+#include "base/numeric.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+#include "model/weight_names.h"
+
+namespace zen {
+namespace {
+
+// Small vectors (norms, biases) are converted to f32 once at load.
+std::vector<float> to_f32_vector(const TensorView& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  kernels::dequantize_row(t.dtype, t.data, out.data(), t.numel());
+  return out;
+}
+
+bool is_matmul_dtype(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
+    case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_vector_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+}  // namespace
+
+DenseModel::DenseModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok,
+                       int n_threads, bool strict)
+    : ckpt_(std::move(ckpt)), cfg_(std::move(cfg)), tok_(std::move(tok)), pool_(n_threads), rope_(cfg_) {
+  bind_weights(strict);
+}
+
+void DenseModel::bind_weights(bool strict) {
+  const WeightNames names(ckpt_->format() == CheckpointFormat::Gguf);
+  Checkpoint& c = *ckpt_;
+  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
+  const int64_t q_dim = cfg_.num_heads * cfg_.head_dim, kv_dim = cfg_.num_kv_heads * cfg_.head_dim;
+
+  auto matrix = [&](const std::string& name, std::vector<int64_t> shape) -> const TensorView* {
+    const TensorView* t = c.take(name, shape);
+    if (t != nullptr && !is_matmul_dtype(t->dtype))
+      c.note_mismatch(name + ": dtype " + dtype_name(t->dtype) + " is not supported for matrices");
+    return t;
+  };
+  auto vec = [&](const std::string& name, int64_t n) -> std::vector<float> {
+    const TensorView* t = c.take(name, {n});
+    if (t == nullptr) return {};
+    if (!is_vector_dtype(t->dtype)) {
+      c.note_mismatch(name + ": dtype " + dtype_name(t->dtype) + " is not supported for vectors");
+      return {};
+    }
+    return to_f32_vector(*t);
+  };
+
+  w_.embed = matrix(names.embed(), {V, H});
+  w_.final_norm = vec(names.final_norm(), H);
+  if (cfg_.tie_word_embeddings && !c.has(names.lm_head())) {
+    w_.lm_head = w_.embed;
+  } else if (ckpt_->format() == CheckpointFormat::Gguf && !c.has(names.lm_head())) {
+    w_.lm_head = w_.embed;  // llama.cpp: no output.weight means tied
+  } else {
+    if (cfg_.tie_word_embeddings) c.ignore(names.lm_head(), "tied to the embedding (tie_word_embeddings)");
+    else w_.lm_head = matrix(names.lm_head(), {V, H});
+    if (w_.lm_head == nullptr) w_.lm_head = w_.embed;
+  }
+  c.ignore(R"(model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq)", "recomputed from the config");
+  c.ignore("rope_freqs.weight", "recomputed from the config");
+
+  w_.layers.resize(static_cast<size_t>(cfg_.num_layers));
+  for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+    DenseLayer& L = w_.layers[static_cast<size_t>(i)];
+    const int n = static_cast<int>(i);
+    L.attn_norm = vec(names.layer(n, "attn_norm"), H);
+    L.wq = matrix(names.layer(n, "q"), {q_dim, H});
+    L.wk = matrix(names.layer(n, "k"), {kv_dim, H});
+    L.wv = matrix(names.layer(n, "v"), {kv_dim, H});
+    L.wo = matrix(names.layer(n, "o"), {H, q_dim});
+    if (cfg_.attention_bias) {
+      L.bq = vec(names.layer(n, "q_bias"), q_dim);
+      L.bk = vec(names.layer(n, "k_bias"), kv_dim);
+      L.bv = vec(names.layer(n, "v_bias"), kv_dim);
+    }
+    if (cfg_.qk_norm) {
+      L.q_norm = vec(names.layer(n, "q_norm"), cfg_.head_dim);
+      L.k_norm = vec(names.layer(n, "k_norm"), cfg_.head_dim);
+    }
+    L.ffn_norm = vec(names.layer(n, "ffn_norm"), H);
+    L.w_gate = matrix(names.layer(n, "gate"), {I, H});
+    L.w_up = matrix(names.layer(n, "up"), {I, H});
+    L.w_down = matrix(names.layer(n, "down"), {H, I});
+  }
+  const LoadVerdict verdict = c.verdict();
+  complete_ = verdict.missing.empty() && verdict.mismatched.empty();
+  if (strict) c.require_clean();
+}
+
+void DenseModel::ensure_buffers(int64_t n, int64_t context) {
+  if (n > cap_tokens_) {
+    const auto N = static_cast<size_t>(n);
+    const auto H = static_cast<size_t>(cfg_.hidden_size), I = static_cast<size_t>(cfg_.intermediate_size);
+    const auto q_dim = static_cast<size_t>(cfg_.num_heads * cfg_.head_dim);
+    const auto kv_dim = static_cast<size_t>(cfg_.num_kv_heads * cfg_.head_dim);
+    x_.resize(N * H);
+    xn_.resize(N * H);
+    tmp_.resize(N * H);
+    q_.resize(N * q_dim);
+    attn_.resize(N * q_dim);
+    k_.resize(N * kv_dim);
+    v_.resize(N * kv_dim);
+    gate_.resize(N * I);
+    up_.resize(N * I);
+    cos_.resize(N * static_cast<size_t>(rope_.dim() / 2));
+    sin_.resize(cos_.size());
+    cap_tokens_ = n;
+  }
+  const size_t need = static_cast<size_t>(pool_.size()) * static_cast<size_t>(context);
+  if (scores_.size() < need) scores_.resize(need);
+}
+
+void DenseModel::forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return;
+  if (!complete_) fail("the model was loaded with missing or mismatched tensors and cannot run");
+  const int64_t p0 = cache.size();
+  if (p0 + n > cache.capacity())
+    fail("context full: ", p0, " cached + ", n, " new tokens exceed the cache capacity of ", cache.capacity());
+  const int64_t H = cfg_.hidden_size;
+  ensure_buffers(n, p0 + n);
+
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t id = tokens[static_cast<size_t>(t)];
+    if (id < 0 || id >= cfg_.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
+    const size_t row_bytes = dtype_row_bytes(w_.embed->dtype, H);
+    kernels::dequantize_row(w_.embed->dtype, w_.embed->data + static_cast<size_t>(id) * row_bytes, &x_[t * H], H);
+  }
+  const int64_t half = rope_.dim() / 2;
+  for (int64_t t = 0; t < n; ++t) rope_.angles(p0 + t, &cos_[t * half], &sin_[t * half]);
+
+  for (size_t l = 0; l < w_.layers.size(); ++l) {
+    attention_block(w_.layers[l], static_cast<int>(l), cache, n, p0);
+    mlp_block(w_.layers[l], n);
+  }
+  cache.advance(n);
+
+  const int64_t first = all_logits ? 0 : n - 1;
+  const int64_t rows = n - first;
+  for (int64_t t = first; t < n; ++t)
+    kernels::rmsnorm(&x_[t * H], w_.final_norm.data(), static_cast<float>(cfg_.rms_norm_eps), H, &xn_[t * H]);
+  kernels::matmul(*w_.lm_head, &xn_[first * H], rows, logits, pool_);
+}
+
+void DenseModel::attention_block(const DenseLayer& L, int layer, KvCache& cache, int64_t n, int64_t p0) {
+  const int64_t H = cfg_.hidden_size, hd = cfg_.head_dim;
+  const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
+  const int64_t q_dim = nh * hd, kv_dim = nkv * hd;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.attn_norm.data(), eps, H, &xn_[t * H]);
+  kernels::matmul(*L.wq, xn_.data(), n, q_.data(), pool_);
+  kernels::matmul(*L.wk, xn_.data(), n, k_.data(), pool_);
+  kernels::matmul(*L.wv, xn_.data(), n, v_.data(), pool_);
+  const int64_t half = rope_.dim() / 2;
+  for (int64_t t = 0; t < n; ++t) {
+    float* q = &q_[t * q_dim];
+    float* k = &k_[t * kv_dim];
+    float* v = &v_[t * kv_dim];
+    if (!L.bq.empty()) {
+      kernels::add_inplace(q, L.bq.data(), q_dim);
+      kernels::add_inplace(k, L.bk.data(), kv_dim);
+      kernels::add_inplace(v, L.bv.data(), kv_dim);
+    }
+    if (!L.q_norm.empty()) {
+      for (int64_t h = 0; h < nh; ++h) kernels::rmsnorm(q + h * hd, L.q_norm.data(), eps, hd, q + h * hd);
+      for (int64_t h = 0; h < nkv; ++h) kernels::rmsnorm(k + h * hd, L.k_norm.data(), eps, hd, k + h * hd);
+    }
+    rope_.apply(q, nh, hd, &cos_[t * half], &sin_[t * half]);
+    rope_.apply(k, nkv, hd, &cos_[t * half], &sin_[t * half]);
+    std::copy(k, k + kv_dim, cache.k(layer, p0 + t));
+    std::copy(v, v + kv_dim, cache.v(layer, p0 + t));
+  }
+  attend(layer, cache, n, p0);
+  kernels::matmul(*L.wo, attn_.data(), n, tmp_.data(), pool_);
+  kernels::add_inplace(x_.data(), tmp_.data(), n * H);
+}
+
+// Causal attention of n new tokens (positions p0..p0+n-1) over the cache, one (token, head)
+// pair per work item, so each output is computed by one thread in a fixed order.
+void DenseModel::attend(int layer, KvCache& cache, int64_t n, int64_t p0) {
+  const int64_t hd = cfg_.head_dim, nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
+  const int64_t group = nh / nkv, kv_dim = nkv * hd, context = p0 + n;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  pool_.parallel_for(n * nh, [&](int64_t begin, int64_t end, int thread) {
+    float* scores = &scores_[static_cast<size_t>(thread) * static_cast<size_t>(context)];
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / nh, h = item % nh, g = h / group;
+      const int64_t len = p0 + t + 1;  // causal: sees itself and everything before
+      const float* q = &q_[(t * nh + h) * hd];
+      float* out = &attn_[(t * nh + h) * hd];
+      float max_score = -INFINITY;
+      for (int64_t j = 0; j < len; ++j) {
+        scores[j] = kernels::dot_f32(q, cache.k(layer, j) + g * hd, hd) * scale;
+        max_score = std::max(max_score, scores[j]);
+      }
+      float sum = 0.0f;
+      for (int64_t j = 0; j < len; ++j) {
+        scores[j] = std::exp(scores[j] - max_score);
+        sum += scores[j];
+      }
+      const float inv = 1.0f / sum;
+      std::fill(out, out + hd, 0.0f);
+      for (int64_t j = 0; j < len; ++j) kernels::axpy_f32(scores[j] * inv, cache.v(layer, j) + g * hd, out, hd);
+    }
+    (void)kv_dim;
+  });
+}
+
+void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
+  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
+  kernels::matmul(*L.w_gate, xn_.data(), n, gate_.data(), pool_);
+  kernels::matmul(*L.w_up, xn_.data(), n, up_.data(), pool_);
+  kernels::silu_mul(gate_.data(), up_.data(), n * I, gate_.data());
+  kernels::matmul(*L.w_down, gate_.data(), n, tmp_.data(), pool_);
+  kernels::add_inplace(x_.data(), tmp_.data(), n * H);
+}
+
+}  // namespace zen

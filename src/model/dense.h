@@ -1,0 +1,68 @@
+// Dense decoder-only transformer of the family: llama-style (SmolLM2, stories260K), Qwen2
+// (q/k/v bias) and Qwen3 (per-head q/k RMSNorm). Pre-norm blocks:
+//   x += o_proj(attention(rope(q), rope(k), v));  x += down(silu(gate(n(x))) * up(n(x)))
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "io/checkpoint.h"
+#include "model/model.h"
+#include "model/rope.h"
+
+namespace zen {
+
+struct DenseLayer {
+  std::vector<float> attn_norm;      // [H]
+  const TensorView* wq = nullptr;    // [nh*hd, H]
+  const TensorView* wk = nullptr;    // [nkv*hd, H]
+  const TensorView* wv = nullptr;    // [nkv*hd, H]
+  const TensorView* wo = nullptr;    // [H, nh*hd]
+  std::vector<float> bq, bk, bv;     // [nh*hd], [nkv*hd], [nkv*hd] (Qwen2), else empty
+  std::vector<float> q_norm, k_norm; // [hd] (Qwen3), else empty
+  std::vector<float> ffn_norm;       // [H]
+  const TensorView* w_gate = nullptr;  // [I, H]
+  const TensorView* w_up = nullptr;    // [I, H]
+  const TensorView* w_down = nullptr;  // [H, I]
+};
+
+struct DenseWeights {
+  const TensorView* embed = nullptr;    // [V, H]
+  std::vector<DenseLayer> layers;
+  std::vector<float> final_norm;        // [H]
+  const TensorView* lm_head = nullptr;  // [V, H] (the embedding when tied)
+};
+
+class DenseModel final : public Model {
+ public:
+  DenseModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok,
+             int n_threads, bool strict);
+
+  const ModelConfig& config() const override { return cfg_; }
+  const Tokenizer* tokenizer() const override { return tok_.get(); }
+  const Checkpoint& checkpoint() const override { return *ckpt_; }
+  ThreadPool& pool() override { return pool_; }
+  void forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits) override;
+
+ private:
+  void bind_weights(bool strict);  // takes every tensor from the checkpoint ledger
+  void attention_block(const DenseLayer& L, int layer, KvCache& cache, int64_t n, int64_t p0);
+  void mlp_block(const DenseLayer& L, int64_t n);
+  void attend(int layer, KvCache& cache, int64_t n, int64_t p0);
+  void ensure_buffers(int64_t n, int64_t context);
+
+  std::unique_ptr<Checkpoint> ckpt_;
+  ModelConfig cfg_;
+  std::unique_ptr<Tokenizer> tok_;
+  ThreadPool pool_;
+  Rope rope_;
+  DenseWeights w_;
+  bool complete_ = false;  // every needed tensor bound (false only when loaded non-strict)
+  // Activation scratch, grown on demand (no allocation in steady-state decode).
+  int64_t cap_tokens_ = 0;
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;  // [n, ...]
+  std::vector<float> cos_, sin_;                                    // [n, rope_dim/2]
+  std::vector<float> scores_;                                       // [threads, context]
+};
+
+}  // namespace zen

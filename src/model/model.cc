@@ -1,0 +1,71 @@
+#include "model/model.h"
+
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/mmap.h"
+#include "model/dense.h"
+
+namespace zen {
+
+KvCache::KvCache(const ModelConfig& cfg, int64_t capacity)
+    : capacity_(capacity), row_(cfg.num_kv_heads * cfg.head_dim), layer_stride_(capacity * row_) {
+  if (capacity <= 0) fail("KV cache capacity must be positive, got ", capacity);
+  const auto total = static_cast<size_t>(cfg.num_layers) * static_cast<size_t>(layer_stride_);
+  k_.resize(total);
+  v_.resize(total);
+}
+
+void KvCache::truncate(int64_t n) {
+  ZEN_CHECK(n >= 0 && n <= n_past_, "truncate to ", n, " of ", n_past_);
+  n_past_ = n;
+}
+
+float* KvCache::k(int layer, int64_t pos) { return &k_[static_cast<size_t>(layer * layer_stride_ + pos * row_)]; }
+float* KvCache::v(int layer, int64_t pos) { return &v_[static_cast<size_t>(layer * layer_stride_ + pos * row_)]; }
+
+namespace {
+
+// generation_config.json's eos_token_id (int or list) overrides config.json's.
+void read_generation_config(const std::string& folder, ModelConfig& cfg) {
+  const std::string path = folder + "/generation_config.json";
+  if (!file_exists(path)) return;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": invalid JSON: ", e.what());
+  }
+  if (!j.is_object() || !j.contains("eos_token_id")) return;
+  std::vector<int32_t> ids;
+  const auto& e = j["eos_token_id"];
+  if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+  if (e.is_array())
+    for (const auto& v : e)
+      if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+  if (!ids.empty()) cfg.eos_token_ids = ids;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
+  auto ckpt = Checkpoint::open(path);
+  ModelConfig cfg;
+  std::unique_ptr<Tokenizer> tok;
+  if (ckpt->format() == CheckpointFormat::Gguf) {
+    cfg = ModelConfig::from_gguf(*ckpt->gguf());
+    if (opts.load_tokenizer) tok = Tokenizer::from_gguf(*ckpt->gguf());
+  } else {
+    cfg = ModelConfig::from_hf(ckpt->hf_config());
+    read_generation_config(ckpt->folder(), cfg);
+    if (opts.load_tokenizer) {
+      if (!file_exists(ckpt->folder() + "/tokenizer.json"))
+        fail(ckpt->folder(), ": no tokenizer.json beside the weights (needed to run text)");
+      tok = Tokenizer::load(ckpt->folder());
+    }
+  }
+  return std::make_unique<DenseModel>(std::move(ckpt), std::move(cfg), std::move(tok), opts.n_threads,
+                                      opts.strict);
+}
+
+}  // namespace zen

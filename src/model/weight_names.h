@@ -1,0 +1,20 @@
+// Tensor names of the dense family in HF safetensors and in GGUF (llama.cpp's names).
+#pragma once
+#include <string>
+
+namespace zen {
+
+class WeightNames {
+ public:
+  explicit WeightNames(bool gguf) : gguf_(gguf) {}
+  std::string embed() const { return gguf_ ? "token_embd.weight" : "model.embed_tokens.weight"; }
+  std::string final_norm() const { return gguf_ ? "output_norm.weight" : "model.norm.weight"; }
+  std::string lm_head() const { return gguf_ ? "output.weight" : "lm_head.weight"; }
+  // role: attn_norm q k v o q_bias k_bias v_bias q_norm k_norm ffn_norm gate up down
+  std::string layer(int i, const std::string& role) const;
+
+ private:
+  bool gguf_;
+};
+
+}  // namespace zen
