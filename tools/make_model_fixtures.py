@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -53,6 +54,11 @@ class Variant:
     config: dict                    # architecture config overrides
     long_prompt: bool = False       # also record a prompt of LONG_PROMPT_LEN tokens
     seed: int = 0
+    # Rewrite config.json in the transformers 4.x layout most hub checkpoints still carry:
+    # top-level rope_theta, "rope_scaling" (null or a dict keyed by rope_scaling_key),
+    # "torch_dtype" instead of "dtype".
+    legacy_config: bool = False
+    rope_scaling_key: str = "rope_type"
 
 
 def base_config(arch):
@@ -94,6 +100,14 @@ VARIANTS = [
     # attention_factor derived: 0.1 ln(4) + 1.
     Variant("qwen3_yarn", "qwen3", "float32", {"rope_parameters": yarn(100.0)}, long_prompt=True,
             seed=303),
+    # Legacy config layouts. Qwen2.5-style YaRN: {"type": "yarn"}, default betas.
+    Variant("qwen2_legacy_yarn", "qwen2", "bfloat16",
+            {"rope_parameters": {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0,
+                                 "original_max_position_embeddings": 64}},
+            long_prompt=True, seed=204, legacy_config=True, rope_scaling_key="type"),
+    # Qwen3 hub style: "rope_scaling": null, tied bf16.
+    Variant("qwen3_legacy", "qwen3", "bfloat16", {"tie_word_embeddings": True}, seed=304,
+            legacy_config=True),
 ]
 
 
@@ -130,6 +144,20 @@ def build_and_save(variant, folder, seed):
     if os.path.isdir(folder):
         shutil.rmtree(folder)
     model.save_pretrained(folder)
+    if variant.legacy_config:
+        write_legacy_config(os.path.join(folder, "config.json"), variant.rope_scaling_key)
+
+
+def write_legacy_config(path, rope_scaling_key):
+    with open(path) as f:
+        cfg = json.load(f)
+    rope = dict(cfg.pop("rope_parameters"))
+    cfg["rope_theta"] = rope.pop("rope_theta")
+    rope_type = rope.pop("rope_type")
+    cfg["rope_scaling"] = None if rope_type == "default" else dict(rope, **{rope_scaling_key: rope_type})
+    cfg["torch_dtype"] = cfg.pop("dtype")
+    with open(path, "w") as f:
+        f.write(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
 def load_f32(folder):
@@ -201,9 +229,11 @@ def make_variant(variant, out_dir):
         tensors["long_prompt"] = torch.from_numpy(long_prompt.astype(np.int32))
         tensors["long_logits"] = full_logits(model, long_prompt).contiguous()
     ref_path = os.path.join(out_dir, variant.name + ".reference.safetensors")
-    save_file(tensors, ref_path, metadata={
-        "generator": "tools/make_model_fixtures.py", "seed": str(seed),
-        "transformers": transformers.__version__, "torch": torch.__version__})
+    # One metadata key: safetensors writes metadata in hash-map order, so several keys would
+    # make reruns differ byte-wise.
+    save_file(tensors, ref_path, metadata={"generator": (
+        f"tools/make_model_fixtures.py seed={seed} transformers={transformers.__version__} "
+        f"torch={torch.__version__}")})
     return dict(name=variant.name, seed=seed, vocab=vocab, margin=margin,
                 max_logit=float(logits.abs().max()), folder=folder, ref=ref_path,
                 rope=model.config.rope_parameters)
@@ -226,6 +256,8 @@ def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning)  # past_key_values -> cache rename
     out_dir = os.path.normpath(args.out)
     os.makedirs(out_dir, exist_ok=True)
 

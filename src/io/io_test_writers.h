@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -37,6 +38,9 @@ inline std::string temp_path(const std::string& stem) {
 }
 
 inline void write_file(const std::string& path, const std::string& bytes) {
+  // Unlink first: truncating a just-written file makes ext4 flush it (auto_da_alloc), which
+  // turned the every-prefix loops into seconds of I/O wait.
+  std::remove(path.c_str());
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(f.good()) << "cannot write " << path;

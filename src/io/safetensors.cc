@@ -87,7 +87,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
     fail(path, ": tensor '", name, "' is too large (byte size overflows)");
 
   if (!json_to_u64((*offsets_it)[0], &e.begin) || !json_to_u64((*offsets_it)[1], &e.end))
-    fail(path, ": tensor '", name, "' has non-integer data_offsets");
+    fail(path, ": tensor '", name, "' has invalid data_offsets (need two non-negative integers)");
   if (e.begin > e.end || e.end > data_size)
     fail(path, ": tensor '", name, "' data_offsets [", e.begin, ", ", e.end,
          "] lie outside the data buffer of ", data_size, " bytes (file truncated?)");

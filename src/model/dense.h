@@ -42,6 +42,7 @@ class DenseModel final : public Model {
   const Tokenizer* tokenizer() const override { return tok_.get(); }
   const Checkpoint& checkpoint() const override { return *ckpt_; }
   ThreadPool& pool() override { return pool_; }
+  void attach_tokenizer(std::unique_ptr<Tokenizer> tok) override { tok_ = std::move(tok); }
   void forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits) override;
 
  private:

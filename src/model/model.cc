@@ -51,21 +51,27 @@ void read_generation_config(const std::string& folder, ModelConfig& cfg) {
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
   auto ckpt = Checkpoint::open(path);
   ModelConfig cfg;
-  std::unique_ptr<Tokenizer> tok;
   if (ckpt->format() == CheckpointFormat::Gguf) {
     cfg = ModelConfig::from_gguf(*ckpt->gguf());
-    if (opts.load_tokenizer) tok = Tokenizer::from_gguf(*ckpt->gguf());
   } else {
     cfg = ModelConfig::from_hf(ckpt->hf_config());
     read_generation_config(ckpt->folder(), cfg);
-    if (opts.load_tokenizer) {
-      if (!file_exists(ckpt->folder() + "/tokenizer.json"))
-        fail(ckpt->folder(), ": no tokenizer.json beside the weights (needed to run text)");
-      tok = Tokenizer::load(ckpt->folder());
+  }
+  // Weights first, so a broken checkpoint is reported by tensor name before anything else.
+  const GgufFile* gguf = ckpt->gguf();
+  const std::string folder = ckpt->folder();
+  std::unique_ptr<Model> model =
+      std::make_unique<DenseModel>(std::move(ckpt), std::move(cfg), nullptr, opts.n_threads, opts.strict);
+  if (opts.load_tokenizer) {
+    if (gguf != nullptr) {
+      model->attach_tokenizer(Tokenizer::from_gguf(*gguf));
+    } else {
+      if (!file_exists(folder + "/tokenizer.json"))
+        fail(folder, ": no tokenizer.json beside the weights (needed to run text)");
+      model->attach_tokenizer(Tokenizer::load(folder));
     }
   }
-  return std::make_unique<DenseModel>(std::move(ckpt), std::move(cfg), std::move(tok), opts.n_threads,
-                                      opts.strict);
+  return model;
 }
 
 }  // namespace zen

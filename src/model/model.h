@@ -54,6 +54,7 @@ class Model {
   virtual const Tokenizer* tokenizer() const = 0;  // null when not loaded
   virtual const Checkpoint& checkpoint() const = 0;
   virtual ThreadPool& pool() = 0;
+  virtual void attach_tokenizer(std::unique_ptr<Tokenizer> tok) = 0;
 
   std::unique_ptr<KvCache> new_cache(int64_t capacity) const {
     return std::make_unique<KvCache>(config(), capacity);

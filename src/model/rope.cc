@@ -18,10 +18,12 @@ double yarn_mscale(double scale) { return scale <= 1.0 ? 1.0 : 0.1 * std::log(sc
 Rope::Rope(const ModelConfig& cfg) : dim_(cfg.head_dim), interleaved_(cfg.rope_interleaved) {
   const int64_t half = dim_ / 2;
   inv_freq_.resize(half);
-  // As HF: base ** (arange(0, dim, 2) / dim) evaluated in float32.
+  // As HF: pos_freqs = base ** (arange(0, dim, 2) / dim) evaluated in float32.
+  std::vector<float> pos_freqs(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim_);
-    inv_freq_[i] = 1.0f / std::pow(static_cast<float>(cfg.rope_theta), exponent);
+    pos_freqs[i] = std::pow(static_cast<float>(cfg.rope_theta), exponent);
+    inv_freq_[i] = 1.0f / pos_freqs[i];
   }
   if (cfg.rope_scaling == RopeScaling::Linear) {
     for (float& f : inv_freq_) f /= static_cast<float>(cfg.rope_factor);
@@ -35,9 +37,8 @@ Rope::Rope(const ModelConfig& cfg) : dim_(cfg.head_dim), interleaved_(cfg.rope_i
     high = std::min(high, static_cast<double>(dim_ - 1));
     if (low == high) high += 0.001;
     for (int64_t i = 0; i < half; ++i) {
-      const float pos_freq = 1.0f / inv_freq_[i];
       const float extrapolation = inv_freq_[i];
-      const float interpolation = 1.0f / (static_cast<float>(factor) * pos_freq);
+      const float interpolation = 1.0f / (static_cast<float>(factor) * pos_freqs[i]);
       const float ramp = std::clamp(static_cast<float>((static_cast<double>(i) - low) / (high - low)), 0.0f, 1.0f);
       const float extrapolation_factor = 1.0f - ramp;
       inv_freq_[i] = interpolation * (1.0f - extrapolation_factor) + extrapolation * extrapolation_factor;

@@ -1,20 +1,35 @@
 // Small f32 vector ops used by the model (signatures relied on by src/model/dense.cc; keep
-// them, add fast paths behind them).
+// them, add fast paths behind them). Each dispatches to AVX2 when available (see quant.h's
+// set_simd_enabled) and has a scalar reference in namespace ref.
 #pragma once
 #include <cstdint>
 
 namespace zen::kernels {
 
-// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; out may alias x.
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; out may alias x. As llama.cpp: squares in
+// f32 summed in f64, scale = 1/sqrtf(mean + eps), out = (x * scale) * w.
 void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
-// out[i] = silu(gate[i]) * up[i]; out may alias gate.
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)); out may alias gate or up.
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 float dot_f32(const float* a, const float* b, int64_t n);
 // y[i] += a * x[i]
 void axpy_f32(float a, const float* x, float* y, int64_t n);
-// In place: x = exp(x - max) / sum.
+// In place: x = exp(x - max) / sum (sum accumulated in f64).
 void softmax_inplace(float* x, int64_t n);
+// out[i] = exp(x[i]); the vectorized exp used by softmax/silu (a few ulp; underflows
+// gradually to 0 below about -87.3, +inf above 88.72, NaN stays NaN).
+void exp_f32(const float* x, int64_t n, float* out);
+
+namespace ref {
+void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out);
+void add_inplace(float* y, const float* x, int64_t n);
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy_f32(float a, const float* x, float* y, int64_t n);
+void softmax_inplace(float* x, int64_t n);
+void exp_f32(const float* x, int64_t n, float* out);
+}  // namespace ref
 
 }  // namespace zen::kernels

@@ -1,0 +1,90 @@
+// matmul: quantize the activation rows once, then split the output rows over the pool.
+// Decode (T = 1) streams each weight row once. Prefill (T > 1) walks the weight in tiles of
+// kRowTile rows and, for each tile, passes every token of a token tile over it, so the tile
+// stays in L1/L2 while the tokens reuse it: compute-bound instead of bandwidth-bound.
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/cpu/quant.h"
+
+namespace zen::kernels {
+namespace {
+
+constexpr int64_t kRowTile = 16;    // weight rows kept hot while tokens pass over them
+constexpr int64_t kTokenTile = 64;  // tokens per pass; bounds the activation working set
+
+// Per-thread scratch for quantized activations; grows, never shrinks.
+uint8_t* activation_scratch(size_t bytes) {
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
+
+struct Problem {
+  const uint8_t* w;
+  size_t w_row_bytes;
+  const uint8_t* act;
+  size_t act_row_bytes;
+  int64_t n_rows, k, n_tokens;
+  float* y;
+  VecDotFn dot;
+};
+
+void gemv_rows(const Problem& p, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) p.y[r] = p.dot(p.w + static_cast<size_t>(r) * p.w_row_bytes, p.act, p.k);
+}
+
+void gemm_rows(const Problem& p, int64_t r0, int64_t r1) {
+  for (int64_t t0 = 0; t0 < p.n_tokens; t0 += kTokenTile) {
+    const int64_t t1 = std::min(p.n_tokens, t0 + kTokenTile);
+    for (int64_t rb = r0; rb < r1; rb += kRowTile) {
+      const int64_t re = std::min(r1, rb + kRowTile);
+      for (int64_t t = t0; t < t1; ++t) {
+        const uint8_t* a = p.act + static_cast<size_t>(t) * p.act_row_bytes;
+        float* yt = p.y + t * p.n_rows;
+        for (int64_t r = rb; r < re; ++r) yt[r] = p.dot(p.w + static_cast<size_t>(r) * p.w_row_bytes, a, p.k);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  if (n_tokens <= 0) return;
+  const int64_t n_rows = w.rows(), k = w.cols();
+  const size_t w_row_bytes = dtype_row_bytes(w.dtype, k);
+  if (w.data == nullptr || w.nbytes < static_cast<size_t>(n_rows) * w_row_bytes)
+    fail("matmul: tensor '", w.name, "' ", w.shape_str(), " ", dtype_name(w.dtype), " holds ", w.nbytes,
+         " bytes, fewer than its shape needs");
+
+  Problem p{};
+  p.w = w.data;
+  p.w_row_bytes = w_row_bytes;
+  p.n_rows = n_rows;
+  p.k = k;
+  p.n_tokens = n_tokens;
+  p.y = y;
+  p.dot = vec_dot_fn(w.dtype);
+  if (activation_format(w.dtype) == ActivationFormat::F32) {
+    p.act = reinterpret_cast<const uint8_t*>(x);
+    p.act_row_bytes = static_cast<size_t>(k) * sizeof(float);
+  } else {
+    p.act_row_bytes = activation_row_bytes(w.dtype, k);
+    uint8_t* scratch = activation_scratch(p.act_row_bytes * static_cast<size_t>(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t)
+      quantize_activation(w.dtype, x + t * k, scratch + static_cast<size_t>(t) * p.act_row_bytes, k);
+    p.act = scratch;
+  }
+
+  if (n_tokens == 1) {
+    pool.parallel_for(n_rows, [&p](int64_t r0, int64_t r1, int) { gemv_rows(p, r0, r1); }, 8);
+  } else {
+    pool.parallel_for(n_rows, [&p](int64_t r0, int64_t r1, int) { gemm_rows(p, r0, r1); }, kRowTile);
+  }
+}
+
+}  // namespace zen::kernels

@@ -1,0 +1,85 @@
+// Scalar references of the f32 vector ops and the dispatch to their AVX2 versions.
+#include "kernels/cpu/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/ops_avx2.h"
+#include "kernels/cpu/simd.h"
+
+namespace zen::kernels {
+
+namespace ref {
+
+void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const auto mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] * scale) * w[i];
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void softmax_inplace(float* x, int64_t n) {
+  if (n <= 0) return;
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const auto inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void exp_f32(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
+}
+
+}  // namespace ref
+
+#if ZEN_HAVE_X86_SIMD
+#define ZEN_DISPATCH(call) \
+  if (use_avx2()) return avx2::call; \
+  return ref::call
+#else
+#define ZEN_DISPATCH(call) return ref::call
+#endif
+
+void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out) {
+  ZEN_DISPATCH(rmsnorm(x, w, eps, n, out));
+}
+void add_inplace(float* y, const float* x, int64_t n) { ZEN_DISPATCH(add_inplace(y, x, n)); }
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  ZEN_DISPATCH(silu_mul(gate, up, n, out));
+}
+float dot_f32(const float* a, const float* b, int64_t n) { ZEN_DISPATCH(dot_f32(a, b, n)); }
+void axpy_f32(float a, const float* x, float* y, int64_t n) { ZEN_DISPATCH(axpy_f32(a, x, y, n)); }
+void softmax_inplace(float* x, int64_t n) { ZEN_DISPATCH(softmax_inplace(x, n)); }
+void exp_f32(const float* x, int64_t n, float* out) { ZEN_DISPATCH(exp_f32(x, n, out)); }
+
+#undef ZEN_DISPATCH
+
+}  // namespace zen::kernels

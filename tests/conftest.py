@@ -1,0 +1,24 @@
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ZEN = ROOT / "build" / "zen"
+SHARED = ROOT.parent / "shared" / "data"
+STORIES = SHARED / "stories260K" / "stories260K.gguf"
+DEFAULT_MODEL = pathlib.Path(os.environ.get("ZEN_DEFAULT_MODEL", ROOT / "models" / "default" / "model.gguf"))
+
+
+def zen(*args, input=None, check=False, timeout=600):
+    """Runs the zen binary; returns CompletedProcess with text stdout/stderr."""
+    proc = subprocess.run([str(ZEN), *map(str, args)], input=input, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"zen {args} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def need(path, what):
+    if not pathlib.Path(path).exists():
+        pytest.skip(f"{what} not present at {path}")

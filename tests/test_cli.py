@@ -1,0 +1,157 @@
+"""The `zen` command line, driven as a user would."""
+import json
+import math
+import pathlib
+import struct
+
+import numpy as np
+import pytest
+
+from conftest import DEFAULT_MODEL, ROOT, STORIES, need, zen
+
+FIXTURE_MODEL = ROOT / "tests" / "fixtures" / "models" / "qwen3_f32"
+
+
+def test_help_lists_commands():
+    r = zen("--help")
+    assert r.returncode == 0
+    for cmd in ("run", "tokenize", "perplexity", "inspect"):
+        assert cmd in r.stdout
+
+
+def test_unknown_command_and_flag_are_named():
+    r = zen("frobnicate")
+    assert r.returncode == 2 and "unknown command 'frobnicate'" in r.stderr
+    r = zen("run", "--prompt", "x", "--temprature", "1")
+    assert r.returncode == 1
+    assert "unknown flag --temprature" in r.stderr and "--temperature" in r.stderr
+
+
+def test_bad_flag_values_are_named():
+    r = zen("run", "--prompt", "x", "--temperature", "hot")
+    assert r.returncode == 1 and "--temperature expects a number, got 'hot'" in r.stderr
+    r = zen("run", "--prompt", "x", "--max-tokens", "1.5")
+    assert r.returncode == 1 and "--max-tokens expects an integer" in r.stderr
+    r = zen("run", "--prompt", "x", "--top-p", "0", "--model", str(STORIES))
+    assert r.returncode == 1 and "top_p must be in (0, 1]" in r.stderr
+    r = zen("run", "--prompt", "x", "--temperature")
+    assert r.returncode == 1 and "--temperature needs a value" in r.stderr
+
+
+def test_missing_model_is_a_clear_error():
+    r = zen("run", "--model", "/nonexistent/model.gguf", "--prompt", "hi")
+    assert r.returncode == 1
+    assert "/nonexistent/model.gguf" in r.stderr
+
+
+def test_stories260k_greedy_continuation():
+    need(STORIES, "stories260K")
+    r = zen("run", "--model", STORIES, "--prompt", "Once upon a time", "--max-tokens", "40", check=True)
+    expected = ", there was a little girl named Lily. She loved to play outside in the park."
+    assert r.stdout.startswith(expected), r.stdout
+    assert "prefill:" in r.stderr and "decode:" in r.stderr and "tok/s" in r.stderr
+
+
+def test_seeded_sampling_is_reproducible():
+    need(STORIES, "stories260K")
+    args = ("run", "--model", STORIES, "--prompt", "Once upon a time", "--max-tokens", "30",
+            "--temperature", "1.0", "--top-p", "0.9")
+    a = zen(*args, "--seed", "42", check=True).stdout
+    b = zen(*args, "--seed", "42", check=True).stdout
+    c = zen(*args, "--seed", "7", check=True).stdout
+    assert a == b
+    assert a != c
+
+
+def test_ignore_eos_generates_exactly_max_tokens():
+    need(STORIES, "stories260K")
+    r = zen("run", "--model", STORIES, "--prompt", "Once upon a time", "--max-tokens", "300", "--ignore-eos", check=True)
+    assert "decode: 300 tokens" in r.stderr
+
+
+def read_npy(path):
+    return np.load(path)
+
+
+def test_perplexity_and_dumped_logits_agree(tmp_path):
+    need(STORIES, "stories260K")
+    text = tmp_path / "story.txt"
+    text.write_text("Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+                    "One day, she saw a big, red ball.")
+    dump = tmp_path / "logits.npy"
+    r = zen("perplexity", "--model", STORIES, "--file", text, "--ctx", "16", "--dump-logits", dump, check=True)
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.startswith("perplexity: ")
+    ppl = float(last.split()[1])
+    logits = read_npy(dump).astype(np.float64)
+    ids = [int(x) for x in zen("tokenize", "--tokenizer", STORIES, "--add-bos", text.read_text(), check=True).stdout.split()]
+    assert logits.shape == (len(ids), 512)
+    nll = []
+    for start in range(0, len(ids), 16):
+        for i in range(start, min(start + 16, len(ids)) - 1):
+            row = logits[i]
+            m = row.max()
+            lse = m + math.log(np.exp(row - m).sum())
+            nll.append(lse - row[ids[i + 1]])
+    assert ppl == pytest.approx(math.exp(sum(nll) / len(nll)), rel=1e-4)
+
+
+def test_inspect_default_model():
+    need(DEFAULT_MODEL, "default model")
+    r = zen("inspect", DEFAULT_MODEL, check=True)
+    assert "architecture: qwen2" in r.stdout
+    assert "strict load: ok" in r.stdout
+    assert "Q4_K" in r.stdout and "Q6_K" in r.stdout
+    assert "context length: 32768" in r.stdout
+
+
+def write_safetensors(path, tensors):
+    """tensors: name -> np.ndarray (float32)."""
+    header, offset, blobs = {}, 0, []
+    for name, arr in tensors.items():
+        b = np.ascontiguousarray(arr, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(b)]}
+        offset += len(b)
+        blobs.append(b)
+    h = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_safetensors(path):
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32"
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=np.float32).reshape(info["shape"])
+    return out
+
+
+def test_inspect_names_missing_and_unexpected_tensors(tmp_path):
+    need(FIXTURE_MODEL / "model.safetensors", "qwen3 fixture model")
+    tensors = read_safetensors(FIXTURE_MODEL / "model.safetensors")
+    del tensors["model.layers.1.mlp.up_proj.weight"]
+    tensors["model.vision_tower.extra.weight"] = np.zeros((2, 2), np.float32)
+    (tmp_path / "config.json").write_text((FIXTURE_MODEL / "config.json").read_text())
+    write_safetensors(tmp_path / "model.safetensors", tensors)
+    r = zen("inspect", tmp_path)
+    assert r.returncode == 1
+    assert "strict load: FAILED" in r.stdout
+    assert "model.layers.1.mlp.up_proj.weight" in r.stdout
+    assert "model.vision_tower.extra.weight" in r.stdout
+    # Running it refuses to load and names both.
+    r = zen("run", "--model", tmp_path, "--prompt", "hi", "--max-tokens", "1")
+    assert r.returncode == 1
+    assert "model.layers.1.mlp.up_proj.weight" in r.stderr and "model.vision_tower.extra.weight" in r.stderr
+
+
+def test_default_model_chat_answers():
+    need(DEFAULT_MODEL, "default model")
+    r = zen("run", "--chat", "--prompt", "Write a Python function that adds two numbers.", "--max-tokens", "24",
+            check=True, timeout=900)
+    assert "def " in r.stdout
+    assert "decode:" in r.stderr
