@@ -230,6 +230,7 @@ TEST(Gguf, RejectsLyingCounts) {
   // A key length far beyond the file.
   GgufBuilder k;
   put_u64(k.kv, ~uint64_t{0});
+  k.kv += std::string(16, 'x');
   k.kv_count = 1;
   EXPECT_GGUF_ERROR(k.build(), "truncated");
   // Array counts beyond the file, for strings and numbers.

@@ -1,6 +1,8 @@
 #include "tokenizer/jinja_lexer.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 #include "base/error.h"

@@ -13,25 +13,26 @@ namespace {
 
 constexpr int kMaxJsonDepth = 512;  // deeper input is refused, not recursed into
 
-Value from_json_at_depth(const nlohmann::ordered_json& j, int depth) {
+template <typename Json>
+Value from_json_at_depth(const Json& j, int depth) {
   if (depth > kMaxJsonDepth) fail("chat template: context JSON nested deeper than ", kMaxJsonDepth);
-  using T = nlohmann::ordered_json::value_t;
+  using T = nlohmann::json::value_t;
   switch (j.type()) {
     case T::null:
       return Value::none();
     case T::boolean:
-      return Value::boolean(j.get<bool>());
+      return Value::boolean(j.template get<bool>());
     case T::number_integer:
-      return Value::integer(j.get<int64_t>());
+      return Value::integer(j.template get<int64_t>());
     case T::number_unsigned: {
-      const auto u = j.get<uint64_t>();
+      const auto u = j.template get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) return Value::real(static_cast<double>(u));
       return Value::integer(static_cast<int64_t>(u));
     }
     case T::number_float:
-      return Value::real(j.get<double>());
+      return Value::real(j.template get<double>());
     case T::string:
-      return Value::string(j.get<std::string>());
+      return Value::string(j.template get<std::string>());
     case T::array: {
       std::vector<Value> items;
       items.reserve(j.size());
@@ -329,6 +330,7 @@ Value Value::function(std::string name, std::function<Value(CallArgs&)> call) {
 }
 
 Value Value::from_json(const nlohmann::ordered_json& j) { return from_json_at_depth(j, 0); }
+Value Value::from_json(const nlohmann::json& j) { return from_json_at_depth(j, 0); }
 
 double Value::as_double() const {
   return kind_ == Kind::kFloat ? double_ : static_cast<double>(int_);

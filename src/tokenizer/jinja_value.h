@@ -59,6 +59,7 @@ class Value {
   static Value function(std::string name, std::function<Value(CallArgs&)> call);
   // JSON -> Python objects (json.loads semantics); object key order is kept.
   static Value from_json(const nlohmann::ordered_json& j);
+  static Value from_json(const nlohmann::json& j);  // keys arrive sorted: nlohmann::json sorts them
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/dot_kernels.h"
 #include "kernels/cpu/quant.h"
 
 namespace zen::kernels {
@@ -30,22 +31,32 @@ struct Problem {
   size_t act_row_bytes;
   int64_t n_rows, k, n_tokens;
   float* y;
-  VecDotFn dot;
+  DotKernels kernels;
 };
 
+// Decode: tile_rows weight rows per call against the one activation row.
 void gemv_rows(const Problem& p, int64_t r0, int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) p.y[r] = p.dot(p.w + static_cast<size_t>(r) * p.w_row_bytes, p.act, p.k);
+  const int64_t step = p.kernels.tile_rows;
+  int64_t r = r0;
+  for (; r + step <= r1; r += step)
+    p.kernels.rows(p.w + static_cast<size_t>(r) * p.w_row_bytes, p.w_row_bytes, p.act, 0, p.k, p.y + r, 1, 0);
+  for (; r < r1; ++r)
+    p.kernels.tokens[0](p.w + static_cast<size_t>(r) * p.w_row_bytes, p.w_row_bytes, p.act, 0, p.k, p.y + r, 1, 0);
 }
 
+// Prefill: row tiles x token tiles; within them one weight row against up to 4 tokens.
 void gemm_rows(const Problem& p, int64_t r0, int64_t r1) {
+  const auto n = static_cast<ptrdiff_t>(p.n_rows);
   for (int64_t t0 = 0; t0 < p.n_tokens; t0 += kTokenTile) {
     const int64_t t1 = std::min(p.n_tokens, t0 + kTokenTile);
     for (int64_t rb = r0; rb < r1; rb += kRowTile) {
       const int64_t re = std::min(r1, rb + kRowTile);
-      for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t t = t0; t < t1; t += 4) {
+        const auto nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
         const uint8_t* a = p.act + static_cast<size_t>(t) * p.act_row_bytes;
-        float* yt = p.y + t * p.n_rows;
-        for (int64_t r = rb; r < re; ++r) yt[r] = p.dot(p.w + static_cast<size_t>(r) * p.w_row_bytes, a, p.k);
+        for (int64_t r = rb; r < re; ++r)
+          p.kernels.tokens[nt - 1](p.w + static_cast<size_t>(r) * p.w_row_bytes, p.w_row_bytes, a, p.act_row_bytes,
+                                   p.k, p.y + t * n + r, 1, n);
       }
     }
   }
@@ -68,7 +79,7 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   p.k = k;
   p.n_tokens = n_tokens;
   p.y = y;
-  p.dot = vec_dot_fn(w.dtype);
+  p.kernels = dot_kernels(w.dtype);
   if (activation_format(w.dtype) == ActivationFormat::F32) {
     p.act = reinterpret_cast<const uint8_t*>(x);
     p.act_row_bytes = static_cast<size_t>(k) * sizeof(float);
@@ -81,7 +92,7 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   }
 
   if (n_tokens == 1) {
-    pool.parallel_for(n_rows, [&p](int64_t r0, int64_t r1, int) { gemv_rows(p, r0, r1); }, 8);
+    pool.parallel_for(n_rows, [&p](int64_t r0, int64_t r1, int) { gemv_rows(p, r0, r1); }, p.kernels.tile_rows);
   } else {
     pool.parallel_for(n_rows, [&p](int64_t r0, int64_t r1, int) { gemm_rows(p, r0, r1); }, kRowTile);
   }

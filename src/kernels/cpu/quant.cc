@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/cpu/dot_kernels.h"
 #include "kernels/cpu/quant_avx2.h"
 #include "kernels/cpu/simd.h"
 
@@ -78,6 +79,42 @@ VecDotFn avx2_dot(DType t) {
   (void)t;
   return nullptr;
 #endif
+}
+
+// Tiles made of one vec_dot call per (row, token): for the scalar path and the plain formats.
+template <VecDotFn Dot, int T>
+void loop_tile(const uint8_t* w, size_t, const uint8_t* act, size_t act_stride, int64_t k, float* y, ptrdiff_t,
+               ptrdiff_t y_tok_step) {
+  for (int t = 0; t < T; ++t) y[t * y_tok_step] = Dot(w, act + t * act_stride, k);
+}
+
+template <VecDotFn Dot>
+DotKernels loop_kernels() {
+  DotKernels k;
+  k.tile_rows = 1;
+  k.rows = loop_tile<Dot, 1>;
+  k.tokens[0] = loop_tile<Dot, 1>;
+  k.tokens[1] = loop_tile<Dot, 2>;
+  k.tokens[2] = loop_tile<Dot, 3>;
+  k.tokens[3] = loop_tile<Dot, 4>;
+  return k;
+}
+
+DotKernels scalar_kernels(DType t) {
+  switch (t) {
+    case DType::F32: return loop_kernels<ref_dot_f32>();
+    case DType::F16: return loop_kernels<ref_dot_f16>();
+    case DType::BF16: return loop_kernels<ref_dot_bf16>();
+    case DType::Q4_0: return loop_kernels<ref_dot_q4_0>();
+    case DType::Q4_1: return loop_kernels<ref_dot_q4_1>();
+    case DType::Q5_0: return loop_kernels<ref_dot_q5_0>();
+    case DType::Q5_1: return loop_kernels<ref_dot_q5_1>();
+    case DType::Q8_0: return loop_kernels<ref_dot_q8_0>();
+    case DType::Q4_K: return loop_kernels<ref_dot_q4_k>();
+    case DType::Q5_K: return loop_kernels<ref_dot_q5_k>();
+    case DType::Q6_K: return loop_kernels<ref_dot_q6_k>();
+    default: fail("weight dtype ", dtype_name(t), " has no dot product kernel");
+  }
 }
 
 }  // namespace
@@ -162,6 +199,22 @@ VecDotFn vec_dot_fn(DType weight) {
   if (fn == nullptr) fn = scalar_dot(weight);
   if (fn == nullptr) fail("weight dtype ", dtype_name(weight), " has no dot product kernel");
   return fn;
+}
+
+DotKernels dot_kernels(DType weight) {
+#if ZEN_HAVE_X86_SIMD
+  if (use_avx2()) {
+    DotKernels k;
+    if (avx2::block_kernels(weight, &k)) return k;
+    switch (weight) {
+      case DType::F32: return loop_kernels<avx2::dot_f32>();
+      case DType::F16: return loop_kernels<avx2::dot_f16>();
+      case DType::BF16: return loop_kernels<avx2::dot_bf16>();
+      default: break;
+    }
+  }
+#endif
+  return scalar_kernels(weight);
 }
 
 float vec_dot(DType weight, const void* wrow, const void* act, int64_t n) {

@@ -9,7 +9,9 @@
 #if ZEN_HAVE_X86_SIMD
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/quant_avx2.h"
 #include "kernels/cpu/quant_blocks.h"
@@ -32,19 +34,6 @@ ZEN_TARGET_AVX2 inline int hsum_i32(__m256i v) {
 }
 
 ZEN_TARGET_AVX2 inline float f16(uint16_t h) { return _cvtsh_ss(h); }
-
-// 32 signed bytes times 32 signed bytes, summed in groups of 4 -> 8 x s32. Valid while the
-// second operand has no -128 (our activation quants are within [-127, 127]).
-ZEN_TARGET_AVX2 inline __m256i dot_s8_s8(__m256i x, __m256i y) {
-  const __m256i ax = _mm256_sign_epi8(x, x);
-  const __m256i sy = _mm256_sign_epi8(y, x);
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
-}
-
-// Unsigned bytes (<= 63) times signed bytes, summed in groups of 4 -> 8 x s32.
-ZEN_TARGET_AVX2 inline __m256i dot_u8_s8(__m256i x, __m256i y) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
-}
 
 // 16 bytes of nibbles -> 32 bytes: lanes 0..15 the low nibbles, 16..31 the high nibbles.
 ZEN_TARGET_AVX2 inline __m256i nibbles_32(const uint8_t* p) {
@@ -152,88 +141,132 @@ ZEN_TARGET_AVX2 void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t n) 
   }
 }
 
-// --- 32-element formats against Q8_0 / Q8_1 -------------------------------------------------
-// Two accumulators (even / odd blocks) hide the FMA latency.
-
-ZEN_TARGET_AVX2 float dot_q8_0(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ8_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(act);
-  const int64_t nb = n / kQK;
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256i p = dot_s8_s8(load256(x[i].qs), load256(y[i].qs));
-    const __m256 d = _mm256_set1_ps(f16(x[i].d) * f16(y[i].d));
-    acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
-  }
-  return hsum(_mm256_add_ps(acc[0], acc[1]));
-}
-
-ZEN_TARGET_AVX2 float dot_q4_0(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ4_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(act);
-  const int64_t nb = n / kQK;
-  const __m256i eight = _mm256_set1_epi8(8);
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256i q = _mm256_sub_epi8(nibbles_32(x[i].qs), eight);
-    const __m256i p = dot_s8_s8(q, load256(y[i].qs));
-    const __m256 d = _mm256_set1_ps(f16(x[i].d) * f16(y[i].d));
-    acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
-  }
-  return hsum(_mm256_add_ps(acc[0], acc[1]));
-}
-
-ZEN_TARGET_AVX2 float dot_q5_0(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ5_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(act);
-  const int64_t nb = n / kQK;
-  const __m256i high = _mm256_set1_epi8(static_cast<char>(0xF0));
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t i = 0; i < nb; ++i) {
-    // (q | h<<4) - 16 == q | 0xF0 (as int8) where h is 0, and q where h is 1.
-    const __m256i minus16 = _mm256_andnot_si256(bits_to_bytes(x[i].qh), high);
-    const __m256i q = _mm256_or_si256(nibbles_32(x[i].qs), minus16);
-    const __m256i p = dot_s8_s8(q, load256(y[i].qs));
-    const __m256 d = _mm256_set1_ps(f16(x[i].d) * f16(y[i].d));
-    acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
-  }
-  return hsum(_mm256_add_ps(acc[0], acc[1]));
-}
-
-ZEN_TARGET_AVX2 float dot_q4_1(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ4_1*>(w);
-  const auto* y = static_cast<const BlockQ8_1*>(act);
-  const int64_t nb = n / kQK;
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  float mins = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256i p = dot_u8_s8(nibbles_32(x[i].qs), load256(y[i].qs));
-    const __m256 d = _mm256_set1_ps(f16(x[i].d) * f16(y[i].d));
-    acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
-    mins += f16(x[i].m) * f16(y[i].s);
-  }
-  return hsum(_mm256_add_ps(acc[0], acc[1])) + mins;
-}
-
-ZEN_TARGET_AVX2 float dot_q5_1(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ5_1*>(w);
-  const auto* y = static_cast<const BlockQ8_1*>(act);
-  const int64_t nb = n / kQK;
-  const __m256i bit4 = _mm256_set1_epi8(0x10);
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  float mins = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    const __m256i q = _mm256_or_si256(nibbles_32(x[i].qs), _mm256_and_si256(bits_to_bytes(x[i].qh), bit4));
-    const __m256i p = dot_u8_s8(q, load256(y[i].qs));
-    const __m256 d = _mm256_set1_ps(f16(x[i].d) * f16(y[i].d));
-    acc[i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[i & 1]);
-    mins += f16(x[i].m) * f16(y[i].s);
-  }
-  return hsum(_mm256_add_ps(acc[0], acc[1])) + mins;
-}
-
-// --- k-quants against Q8_K ------------------------------------------------------------------
+// --- dot-product tiles ---------------------------------------------------------------------
+// A tile computes y[r, t] = dot(weight row r, activation row t) for R rows x T tokens,
+// unpacking each weight block once for all T tokens and loading each activation block once
+// for all R rows. Every (r, t) pair gets its own accumulators and exactly the same sequence
+// of operations whatever R and T are, so results do not depend on the tile shape (and thus
+// not on batch size or thread split): integer sums per block are exact, and each block adds
+// one fixed set of FMAs to the pair's f32 accumulator.
 namespace {
+
+template <typename Block>
+ZEN_TARGET_AVX2 inline const Block& block_at(const uint8_t* row, int64_t i) {
+  return reinterpret_cast<const Block*>(row)[i];
+}
+
+// Adds a * b (scalars) to lane 0 of acc, leaving the other lanes as they are.
+ZEN_TARGET_AVX2 inline __m256 add_scalar_product(__m256 acc, float a, float b) {
+  return _mm256_fmadd_ps(_mm256_set1_ps(a), _mm256_zextps128_ps256(_mm_set_ss(b)), acc);
+}
+
+// Signed quants of the symmetric 32-element formats (value = d * q).
+struct Q8_0Quants {
+  using Block = BlockQ8_0;
+  ZEN_TARGET_AVX2 static __m256i quants(const Block& b) { return load256(b.qs); }
+};
+struct Q4_0Quants {
+  using Block = BlockQ4_0;
+  ZEN_TARGET_AVX2 static __m256i quants(const Block& b) {
+    return _mm256_sub_epi8(nibbles_32(b.qs), _mm256_set1_epi8(8));
+  }
+};
+struct Q5_0Quants {
+  using Block = BlockQ5_0;
+  // (q | h<<4) - 16 == q | 0xF0 (as int8) where h is 0, and q where h is 1.
+  ZEN_TARGET_AVX2 static __m256i quants(const Block& b) {
+    const __m256i minus16 = _mm256_andnot_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
+    return _mm256_or_si256(nibbles_32(b.qs), minus16);
+  }
+};
+// Unsigned quants of the offset formats (value = d * q + m).
+struct Q4_1Quants {
+  using Block = BlockQ4_1;
+  ZEN_TARGET_AVX2 static __m256i quants(const Block& b) { return nibbles_32(b.qs); }
+};
+struct Q5_1Quants {
+  using Block = BlockQ5_1;
+  ZEN_TARGET_AVX2 static __m256i quants(const Block& b) {
+    return _mm256_or_si256(nibbles_32(b.qs), _mm256_and_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0x10)));
+  }
+};
+
+template <typename W, int R, int T>
+ZEN_TARGET_AVX2 void tile_symmetric(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t k, float* y,
+                                    ptrdiff_t yr, ptrdiff_t yt) {
+  __m256 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    __m256i wq[R], wabs[R];
+    float wd[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const auto& b = block_at<typename W::Block>(w + r * ws, i);
+      wq[r] = W::quants(b);
+      wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
+      wd[r] = f16(b.d);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const auto& ab = block_at<BlockQ8_0>(a + t * as, i);
+      const __m256i aq = load256(ab.qs);
+      const float ad = f16(ab.d);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        // |w| * (a with w's sign): u8 x s8 for maddubs.
+        const __m256i p16 = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(aq, wq[r]));
+        const __m256i p = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * ad), _mm256_cvtepi32_ps(p), acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) y[r * yr + t * yt] = hsum(acc[r][t]);
+}
+
+template <typename W, int R, int T>
+ZEN_TARGET_AVX2 void tile_offset(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t k, float* y,
+                                 ptrdiff_t yr, ptrdiff_t yt) {
+  __m256 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    __m256i wq[R];
+    float wd[R], wm[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const auto& b = block_at<typename W::Block>(w + r * ws, i);
+      wq[r] = W::quants(b);
+      wd[r] = f16(b.d);
+      wm[r] = f16(b.m);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const auto& ab = block_at<BlockQ8_1>(a + t * as, i);
+      const __m256i aq = load256(ab.qs);
+      const float ad = f16(ab.d), asum = f16(ab.s);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], aq), _mm256_set1_epi16(1));
+        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * ad), _mm256_cvtepi32_ps(p), acc[r][t]);
+        acc[r][t] = add_scalar_product(acc[r][t], wm[r], asum);  // block minimum: m * d_a * sum(q_a)
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) y[r * yr + t * yt] = hsum(acc[r][t]);
+}
+
+// --- k-quants: per super-block state of one weight row, and its 32-element groups ----------
 
 // Q4_K/Q5_K packed 6-bit scales -> sc[0..7] in bytes 0..7 and m[0..7] in bytes 8..15.
 ZEN_TARGET_AVX2 inline __m128i k4_scales_mins(const uint8_t* packed) {
@@ -248,7 +281,7 @@ ZEN_TARGET_AVX2 inline __m128i k4_scales_mins(const uint8_t* packed) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
 }
 
-// Shuffle masks broadcasting s16 lane s (bytes 2s, 2s+1) to all 16 lanes of a 128-bit half.
+// Shuffle masks broadcasting s16 lane s (bytes 2s, 2s+1) to every lane of both halves.
 alignas(32) constexpr uint8_t kBroadcastLane16[8][32] = {
 #define ZEN_LANE(s) {2*s, 2*s+1, 2*s, 2*s+1, 2*s, 2*s+1, 2*s, 2*s+1, 2*s, 2*s+1, 2*s, 2*s+1, \
                      2*s, 2*s+1, 2*s, 2*s+1, 2*s, 2*s+1, 2*s, 2*s+1, 2*s, 2*s+1, 2*s, 2*s+1, \
@@ -267,116 +300,200 @@ alignas(32) constexpr uint8_t kPairLanes16[4][32] = {
 #undef ZEN_PAIR
 };
 
-ZEN_TARGET_AVX2 inline __m256i mask(const uint8_t* m) { return load256(m); }
+// Q4_K and Q5_K (kHighBit): quants 0..15 / 0..31, value = d*sc[j]*q - dmin*m[j] per group j.
+template <bool kHighBit>
+struct K4Quants {
+  using Block = std::conditional_t<kHighBit, BlockQ5_K, BlockQ4_K>;
+  struct Prep {
+    const Block* b;
+    __m128i scales_mins;  // sc[0..7], m[0..7] as bytes
+    __m256i scales16;     // sc[0..7] as s16 in both halves
+    float d, dmin;
+  };
+  ZEN_TARGET_AVX2 static Prep prepare(const Block& b) {
+    Prep p;
+    p.b = &b;
+    p.scales_mins = k4_scales_mins(b.scales);
+    p.scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(p.scales_mins));
+    p.d = f16(b.d);
+    p.dmin = f16(b.dmin);
+    return p;
+  }
+  // Group j: elements 32j..32j+31 = low (j even) or high (j odd) nibbles of qs[32*(j/2)..].
+  ZEN_TARGET_AVX2 static __m256i group(const Prep& p, int j) {
+    const __m256i bits = load256(p.b->qs + 32 * (j / 2));
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i q = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4) : _mm256_and_si256(bits, low4);
+    if constexpr (kHighBit) {
+      const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
+      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(load256(p.b->qh), bit), bit);
+      q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+    }
+    return q;
+  }
+  ZEN_TARGET_AVX2 static __m256i group_scales(const Prep& p, int j) {
+    return _mm256_shuffle_epi8(p.scales16, load256(kBroadcastLane16[j]));
+  }
+  // acc += d*d_a*sum - dmin*d_a*sum_j(m[j] * sum of the activation quants of group j).
+  ZEN_TARGET_AVX2 static __m256 finish(const Prep& p, const BlockQ8_K& ab, __m256i sum, __m256 acc) {
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(p.d * ab.d), _mm256_cvtepi32_ps(sum), acc);
+    const __m256i bs = load256(ab.bsums);
+    const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(p.scales_mins, p.scales_mins));
+    const __m128i msum = _mm_madd_epi16(mins, pair_sums);  // 4 x s32
+    return _mm256_fmadd_ps(_mm256_set1_ps(-(p.dmin * ab.d)), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(msum)), acc);
+  }
+};
 
-// Sum over the 8 sub-blocks of min[s] * (bsums[2s] + bsums[2s+1]).
-ZEN_TARGET_AVX2 inline int k4_min_sum(__m128i scales_mins, const int16_t* bsums) {
-  const __m256i b = load256(bsums);
-  const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
-  const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(scales_mins, scales_mins));
-  __m128i s = _mm_madd_epi16(mins, pair_sums);
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
+// Q6_K: quants 0..63 taken unsigned; the -32 offset comes back through the bsums.
+struct Q6KQuants {
+  using Block = BlockQ6_K;
+  struct Prep {
+    const Block* b;
+    __m256i scales16;    // all 16 sub-block scales as s16 (0..7 low half, 8..15 high half)
+    __m256i half_sc[2];  // scales 8h..8h+7 in both halves
+    float d;
+  };
+  ZEN_TARGET_AVX2 static Prep prepare(const Block& b) {
+    Prep p;
+    p.b = &b;
+    p.scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    p.half_sc[0] = _mm256_permute2x128_si256(p.scales16, p.scales16, 0x00);
+    p.half_sc[1] = _mm256_permute2x128_si256(p.scales16, p.scales16, 0x11);
+    p.d = f16(b.d);
+    return p;
+  }
+  // Group j = 4h + g: elements 128h + 32g + l (l < 32).
+  ZEN_TARGET_AVX2 static __m256i group(const Prep& p, int j) {
+    const int h = j / 4, g = j % 4;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i ql = load256(p.b->ql + 64 * h + 32 * (g & 1));
+    const __m256i qh = load256(p.b->qh + 32 * h);
+    const __m256i lo = (g < 2) ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+    __m256i hi;  // bits 2g, 2g+1 of qh -> bits 4, 5
+    switch (g) {
+      case 0: hi = _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4); break;
+      case 1: hi = _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2); break;
+      case 2: hi = _mm256_and_si256(qh, _mm256_set1_epi8(0x30)); break;
+      default: hi = _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2); break;
+    }
+    return _mm256_or_si256(lo, hi);
+  }
+  ZEN_TARGET_AVX2 static __m256i group_scales(const Prep& p, int j) {
+    return _mm256_shuffle_epi8(p.half_sc[j / 4], load256(kPairLanes16[j % 4]));
+  }
+  ZEN_TARGET_AVX2 static __m256 finish(const Prep& p, const BlockQ8_K& ab, __m256i sum, __m256 acc) {
+    // The quants were taken as q instead of q - 32: subtract 32 * sum_s scale[s] * bsums[s].
+    const __m256i bias = _mm256_madd_epi16(p.scales16, load256(ab.bsums));
+    sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(bias, 5));
+    return _mm256_fmadd_ps(_mm256_set1_ps(p.d * ab.d), _mm256_cvtepi32_ps(sum), acc);
+  }
+};
+
+template <typename W, int R, int T>
+ZEN_TARGET_AVX2 void tile_kquant(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t k, float* y,
+                                 ptrdiff_t yr, ptrdiff_t yt) {
+  __m256 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k / kQKK; ++i) {
+    typename W::Prep prep[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) prep[r] = W::prepare(block_at<typename W::Block>(w + r * ws, i));
+    __m256i sum[R][T];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) sum[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      __m256i wq[R], sc[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        wq[r] = W::group(prep[r], j);
+        sc[r] = W::group_scales(prep[r], j);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const __m256i aq = load256(block_at<BlockQ8_K>(a + t * as, i).qs + 32 * j);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r)
+          sum[r][t] = _mm256_add_epi32(sum[r][t], _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], aq), sc[r]));
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t)
+        acc[r][t] = W::finish(prep[r], block_at<BlockQ8_K>(a + t * as, i), sum[r][t], acc[r][t]);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) y[r * yr + t * yt] = hsum(acc[r][t]);
 }
 
-// One Q4_K/Q5_K super-block's scaled integer sum given its 4-or-5-bit quants per chunk.
-// `high_bits` is null for Q4_K.
-ZEN_TARGET_AVX2 inline __m256i k4_block_sum(const uint8_t* qs, const uint8_t* high_bits, __m128i scales_mins,
-                                           const int8_t* yq) {
-  const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scales_mins));
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i hbits = high_bits != nullptr ? load256(high_bits) : _mm256_setzero_si256();
-  __m256i sum = _mm256_setzero_si256();
-  for (int c = 0; c < 4; ++c) {
-    const __m256i bits = load256(qs + 32 * c);
-    __m256i lo = _mm256_and_si256(bits, low4);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-    if (high_bits != nullptr) {
-      // Bit 2c -> bit 4 of the low half's bytes, bit 2c+1 -> bit 4 of the high half's.
-      const __m256i b_lo = _mm256_and_si256(hbits, _mm256_set1_epi8(static_cast<char>(1 << (2 * c))));
-      const __m256i b_hi = _mm256_and_si256(hbits, _mm256_set1_epi8(static_cast<char>(2 << (2 * c))));
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_srli_epi16(b_lo, 2 * c), 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_srli_epi16(b_hi, 2 * c + 1), 4));
-    }
-    const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(yq + 64 * c));
-    const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(yq + 64 * c + 32));
-    const __m256i sc_lo = _mm256_shuffle_epi8(scales16, mask(kBroadcastLane16[2 * c]));
-    const __m256i sc_hi = _mm256_shuffle_epi8(scales16, mask(kBroadcastLane16[2 * c + 1]));
-    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p_lo, sc_lo));
-    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p_hi, sc_hi));
-  }
-  return sum;
+// Tile families, so the tile templates can be passed as template arguments.
+struct Symmetric {
+  template <typename W, int R, int T>
+  static constexpr DotTileFn fn = &tile_symmetric<W, R, T>;
+};
+struct Offset {
+  template <typename W, int R, int T>
+  static constexpr DotTileFn fn = &tile_offset<W, R, T>;
+};
+struct KQuant {
+  template <typename W, int R, int T>
+  static constexpr DotTileFn fn = &tile_kquant<W, R, T>;
+};
+
+// Kernels of one format: kRows rows x 1 token for decode, 1 row x 1..4 tokens for prefill.
+template <typename Family, typename W, int kRows>
+DotKernels make_kernels() {
+  DotKernels k;
+  k.tile_rows = kRows;
+  k.rows = Family::template fn<W, kRows, 1>;
+  k.tokens[0] = Family::template fn<W, 1, 1>;
+  k.tokens[1] = Family::template fn<W, 1, 2>;
+  k.tokens[2] = Family::template fn<W, 1, 3>;
+  k.tokens[3] = Family::template fn<W, 1, 4>;
+  return k;
+}
+
+template <typename Family, typename W>
+ZEN_TARGET_AVX2 float dot_one(const void* w, const void* act, int64_t n) {
+  float y;
+  Family::template fn<W, 1, 1>(static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(act), 0, n, &y, 0, 0);
+  return y;
 }
 
 }  // namespace
 
-ZEN_TARGET_AVX2 float dot_q4_k(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ4_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const __m128i sm = k4_scales_mins(x[i].scales);
-    const __m256i sum = k4_block_sum(x[i].qs, nullptr, sm, y[i].qs);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
-    mins += f16(x[i].dmin) * y[i].d * static_cast<float>(k4_min_sum(sm, y[i].bsums));
-  }
-  return hsum(acc) - mins;
-}
+ZEN_TARGET_AVX2 float dot_q8_0(const void* w, const void* act, int64_t n) { return dot_one<Symmetric, Q8_0Quants>(w, act, n); }
+ZEN_TARGET_AVX2 float dot_q4_0(const void* w, const void* act, int64_t n) { return dot_one<Symmetric, Q4_0Quants>(w, act, n); }
+ZEN_TARGET_AVX2 float dot_q5_0(const void* w, const void* act, int64_t n) { return dot_one<Symmetric, Q5_0Quants>(w, act, n); }
+ZEN_TARGET_AVX2 float dot_q4_1(const void* w, const void* act, int64_t n) { return dot_one<Offset, Q4_1Quants>(w, act, n); }
+ZEN_TARGET_AVX2 float dot_q5_1(const void* w, const void* act, int64_t n) { return dot_one<Offset, Q5_1Quants>(w, act, n); }
+ZEN_TARGET_AVX2 float dot_q4_k(const void* w, const void* act, int64_t n) { return dot_one<KQuant, K4Quants<false>>(w, act, n); }
+ZEN_TARGET_AVX2 float dot_q5_k(const void* w, const void* act, int64_t n) { return dot_one<KQuant, K4Quants<true>>(w, act, n); }
+ZEN_TARGET_AVX2 float dot_q6_k(const void* w, const void* act, int64_t n) { return dot_one<KQuant, Q6KQuants>(w, act, n); }
 
-ZEN_TARGET_AVX2 float dot_q5_k(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ5_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const __m128i sm = k4_scales_mins(x[i].scales);
-    const __m256i sum = k4_block_sum(x[i].qs, x[i].qh, sm, y[i].qs);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
-    mins += f16(x[i].dmin) * y[i].d * static_cast<float>(k4_min_sum(sm, y[i].bsums));
+bool block_kernels(DType t, DotKernels* out) {
+  switch (t) {
+    case DType::Q8_0: *out = make_kernels<Symmetric, Q8_0Quants, 4>(); break;
+    case DType::Q4_0: *out = make_kernels<Symmetric, Q4_0Quants, 4>(); break;
+    case DType::Q5_0: *out = make_kernels<Symmetric, Q5_0Quants, 4>(); break;
+    case DType::Q4_1: *out = make_kernels<Offset, Q4_1Quants, 4>(); break;
+    case DType::Q5_1: *out = make_kernels<Offset, Q5_1Quants, 4>(); break;
+    case DType::Q4_K: *out = make_kernels<KQuant, K4Quants<false>, 2>(); break;
+    case DType::Q5_K: *out = make_kernels<KQuant, K4Quants<true>, 2>(); break;
+    case DType::Q6_K: *out = make_kernels<KQuant, Q6KQuants, 2>(); break;
+    default: return false;
   }
-  return hsum(acc) - mins;
+  return true;
 }
-
-ZEN_TARGET_AVX2 float dot_q6_k(const void* w, const void* act, int64_t n) {
-  const auto* x = static_cast<const BlockQ6_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(act);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    // 16 sub-block scales as s16: lanes 0..7 in the low half, 8..15 in the high half.
-    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
-    __m256i sum = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i sc = _mm256_permute2x128_si256(scales16, scales16, h == 0 ? 0x00 : 0x11);
-      const __m256i ql0 = load256(x[i].ql + 64 * h);
-      const __m256i ql1 = load256(x[i].ql + 64 * h + 32);
-      const __m256i qh = load256(x[i].qh + 32 * h);
-      // Unsigned 6-bit quants (0..63) of the four 32-element groups of this half.
-      __m256i q[4];
-      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4),
-                             _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                             _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                             _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                             _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2));
-      const int8_t* yq = y[i].qs + 128 * h;
-      for (int g = 0; g < 4; ++g) {
-        const __m256i p = _mm256_maddubs_epi16(q[g], load256(yq + 32 * g));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, mask(kPairLanes16[g]))));
-      }
-    }
-    // The quants were taken as q instead of q - 32: subtract 32 * sum_s scale[s] * bsums[s].
-    const __m256i bias = _mm256_madd_epi16(scales16, load256(y[i].bsums));
-    sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(bias, 5));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sum), acc);
-  }
-  return hsum(acc);
-}
-
 // --- plain formats against f32 ----------------------------------------------------------------
 namespace {
 

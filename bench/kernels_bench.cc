@@ -1,0 +1,138 @@
+// Kernel benchmarks: GEMV (decode) in GB/s of weight streamed, GEMM (prefill, T = 64) in
+// FLOP/s, per weight format, with 1 and 2 threads, AVX2 and scalar.
+//
+//   zen_kernels_bench --benchmark_filter=Gemv
+//
+// GEMV rotates over enough copies of the matrix (> 128 MiB) that every call streams its
+// weights from DRAM, as decode does, instead of from the 32 MiB L3.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "io/tensor.h"
+#include "kernels/cpu/kernels_test_util.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+
+namespace zen::kernels {
+namespace {
+
+constexpr size_t kStreamBytes = size_t{160} << 20;
+
+struct Weights {
+  std::vector<std::vector<uint8_t>> copies;
+  std::vector<TensorView> views;
+};
+
+// Copies of one random [n, k] matrix; enough of them to exceed the last-level cache.
+Weights make_weights(DType t, int64_t n, int64_t k, size_t min_total_bytes) {
+  std::mt19937 rng(1);
+  Weights w;
+  const auto first = testing::random_weights(rng, t, n, k);
+  const size_t count = std::max<size_t>(1, (min_total_bytes + first.size() - 1) / first.size());
+  for (size_t i = 0; i < count; ++i) w.copies.push_back(first);
+  for (auto& c : w.copies) {
+    TensorView v;
+    v.name = "w";
+    v.dtype = t;
+    v.shape = {n, k};
+    v.data = c.data();
+    v.nbytes = c.size();
+    w.views.push_back(v);
+  }
+  return w;
+}
+
+ThreadPool& pool_of(int threads) {
+  static ThreadPool one(1), two(2);
+  return threads == 1 ? one : two;
+}
+
+void set_simd(bool on) { set_simd_enabled(on); }
+
+// Args: n, k, threads, simd.
+void BM_Gemv(benchmark::State& state, DType t) {
+  const int64_t n = state.range(0), k = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  set_simd(state.range(3) != 0);
+  const Weights w = make_weights(t, n, k, kStreamBytes);
+  std::mt19937 rng(2);
+  const auto x = testing::random_activations(rng, k);
+  std::vector<float> y(static_cast<size_t>(n));
+  size_t i = 0;
+  for (auto _ : state) {
+    matmul(w.views[i], x.data(), 1, y.data(), pool_of(threads));
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % w.views.size();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.views[0].nbytes));
+  set_simd(true);
+}
+
+// Args: n, k, threads, simd; T = 64 tokens.
+void BM_Gemm(benchmark::State& state, DType t) {
+  const int64_t n = state.range(0), k = state.range(1), tokens = 64;
+  const int threads = static_cast<int>(state.range(2));
+  set_simd(state.range(3) != 0);
+  const Weights w = make_weights(t, n, k, 0);
+  std::mt19937 rng(3);
+  const auto x = testing::random_activations(rng, tokens * k);
+  std::vector<float> y(static_cast<size_t>(n * tokens));
+  for (auto _ : state) {
+    matmul(w.views[0], x.data(), tokens, y.data(), pool_of(threads));
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(static_cast<double>(2 * n * k * tokens),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  set_simd(true);
+}
+
+void BM_DotF32(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  std::mt19937 rng(4);
+  const auto a = testing::random_activations(rng, n), b = testing::random_activations(rng, n);
+  for (auto _ : state) benchmark::DoNotOptimize(dot_f32(a.data(), b.data(), n));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 8);
+}
+
+// The shapes of Qwen2.5-0.5B: ffn_up/gate [4864, 896] (32-block formats; 896 is not a
+// multiple of 256) and ffn_down [896, 4864] (k-quants).
+void register_all() {
+  const DType block32[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                           DType::F16,  DType::BF16, DType::F32};
+  const DType block256[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  auto add = [](DType t, int64_t n, int64_t k) {
+    const std::string name = dtype_name(t);
+    for (int simd : {1, 0}) {
+      for (int threads : {1, 2}) {
+        benchmark::RegisterBenchmark(("Gemv/" + name).c_str(), BM_Gemv, t)
+            ->Args({n, k, threads, simd})
+            ->ArgNames({"n", "k", "threads", "simd"})
+            ->UseRealTime();
+        benchmark::RegisterBenchmark(("Gemm64/" + name).c_str(), BM_Gemm, t)
+            ->Args({n, k, threads, simd})
+            ->ArgNames({"n", "k", "threads", "simd"})
+            ->UseRealTime();
+      }
+    }
+  };
+  for (DType t : block32) add(t, 4864, 896);
+  for (DType t : block256) add(t, 896, 4864);
+  benchmark::RegisterBenchmark("DotF32", BM_DotF32)->Arg(64)->Arg(128)->Arg(4096);
+}
+
+}  // namespace
+}  // namespace zen::kernels
+
+int main(int argc, char** argv) {
+  zen::kernels::register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

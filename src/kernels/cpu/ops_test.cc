@@ -1,0 +1,159 @@
+// f32 vector ops: the dispatched (AVX2) versions against the scalar references on odd sizes,
+// the references against f64 formulas, and the vector exp over its whole range.
+#include "kernels/cpu/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/kernels_test_util.h"
+#include "kernels/cpu/quant.h"
+
+namespace zen::kernels {
+namespace {
+
+const int64_t kSizes[] = {1, 7, 8, 15, 17, 33, 64, 100, 896, 4864};
+
+std::vector<float> random_vector(std::mt19937& rng, int64_t n, float scale = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, double abs_tol,
+                  const char* what, int64_t n) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], rel * std::fabs(want[i]) + abs_tol) << what << " n=" << n << " i=" << i;
+}
+
+TEST(Ops, RmsnormMatchesReferenceAndFormula) {
+  std::mt19937 rng(31);
+  for (int64_t n : kSizes) {
+    const auto x = random_vector(rng, n, 3.0f), w = random_vector(rng, n);
+    std::vector<float> want(x.size()), got(x.size());
+    ref::rmsnorm(x.data(), w.data(), 1e-6f, n, want.data());
+    double ss = 0.0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(n) + 1e-6);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(want[static_cast<size_t>(i)], x[static_cast<size_t>(i)] * scale * w[static_cast<size_t>(i)],
+                  1e-6 * std::fabs(x[static_cast<size_t>(i)] * scale * w[static_cast<size_t>(i)]) + 1e-12);
+    rmsnorm(x.data(), w.data(), 1e-6f, n, got.data());
+    expect_close(got, want, 1e-6, 0.0, "rmsnorm", n);
+    std::vector<float> in_place = x;  // out aliasing x
+    rmsnorm(in_place.data(), w.data(), 1e-6f, n, in_place.data());
+    expect_close(in_place, want, 1e-6, 0.0, "rmsnorm in place", n);
+  }
+}
+
+TEST(Ops, AddAxpyDotMatchReference) {
+  std::mt19937 rng(32);
+  for (int64_t n : kSizes) {
+    const auto a = random_vector(rng, n), b = random_vector(rng, n);
+    std::vector<float> y1 = a, y2 = a;
+    ref::add_inplace(y1.data(), b.data(), n);
+    add_inplace(y2.data(), b.data(), n);
+    EXPECT_EQ(y1, y2) << "add n=" << n;  // exact: one rounding either way
+
+    y1 = a;
+    y2 = a;
+    ref::axpy_f32(0.37f, b.data(), y1.data(), n);
+    axpy_f32(0.37f, b.data(), y2.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      ASSERT_NEAR(y2[k], y1[k], 1e-6 * (std::fabs(a[k]) + std::fabs(0.37f * b[k])) + 1e-30) << "axpy n=" << n;
+    }
+
+    double mag = 0.0, exact = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      mag += std::fabs(a[i] * b[i]);
+      exact += static_cast<double>(a[i]) * b[i];
+    }
+    EXPECT_NEAR(ref::dot_f32(a.data(), b.data(), n), exact, 1e-6 * mag * std::sqrt(double(n)) + 1e-30);
+    EXPECT_NEAR(dot_f32(a.data(), b.data(), n), exact, 1e-6 * mag * std::sqrt(double(n)) + 1e-30) << "dot n=" << n;
+  }
+}
+
+TEST(Ops, SiluMulMatchesReference) {
+  std::mt19937 rng(33);
+  for (int64_t n : kSizes) {
+    auto g = random_vector(rng, n, 4.0f);
+    const auto u = random_vector(rng, n);
+    if (n > 4) {
+      g[0] = -100.0f;  // exp(-g) overflows: silu -> -0
+      g[1] = 100.0f;
+      g[2] = 0.0f;
+    }
+    std::vector<float> want(g.size()), got(g.size());
+    ref::silu_mul(g.data(), u.data(), n, want.data());
+    silu_mul(g.data(), u.data(), n, got.data());
+    expect_close(got, want, 1e-6, 1e-38, "silu_mul", n);
+    std::vector<float> in_place = g;
+    silu_mul(in_place.data(), u.data(), n, in_place.data());
+    expect_close(in_place, want, 1e-6, 1e-38, "silu_mul in place", n);
+  }
+}
+
+TEST(Ops, SoftmaxMatchesReference) {
+  std::mt19937 rng(34);
+  for (int64_t n : kSizes) {
+    auto x = random_vector(rng, n, 5.0f);
+    if (n > 3) x[1] = -std::numeric_limits<float>::infinity();  // masked position
+    std::vector<float> want = x, got = x;
+    ref::softmax_inplace(want.data(), n);
+    softmax_inplace(got.data(), n);
+    expect_close(got, want, 2e-6, 1e-30, "softmax", n);
+    double sum = 0.0;
+    for (float v : got) sum += v;
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    if (n > 3) {
+      EXPECT_EQ(got[1], 0.0f);
+    }
+  }
+}
+
+TEST(Ops, VectorExpAccurateOverWholeRange) {
+  // Dense sweep over the finite range plus the edges.
+  std::vector<float> x;
+  for (float v = -110.0f; v < 90.0f; v += 0.00731f) x.push_back(v);
+  const float specials[] = {0.0f, -0.0f, 88.72f, 88.73f, -87.33f, -87.34f, -103.0f, 1e-8f, -1e-8f,
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  x.insert(x.end(), std::begin(specials), std::end(specials));
+  std::vector<float> got(x.size());
+  exp_f32(x.data(), static_cast<int64_t>(x.size()), got.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::exp(static_cast<double>(x[i]));
+    if (std::isinf(want) || want > std::numeric_limits<float>::max()) {
+      EXPECT_TRUE(std::isinf(got[i]) && got[i] > 0) << "x=" << x[i];
+    } else if (want < std::numeric_limits<float>::min()) {
+      EXPECT_NEAR(got[i], want, 2e-45 + 1e-6 * want) << "x=" << x[i];  // subnormal: absolute
+    } else {
+      ASSERT_NEAR(got[i], want, 4.0 * 6e-8 * want) << "x=" << x[i];  // ~4 ulp
+    }
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  float out;
+  exp_f32(&nan, 1, &out);
+  EXPECT_TRUE(std::isnan(out));
+}
+
+TEST(Ops, ScalarFallbackMatchesDispatch) {
+  // With SIMD forced off the public functions are exactly the references.
+  std::mt19937 rng(35);
+  const auto x = random_vector(rng, 101), w = random_vector(rng, 101);
+  std::vector<float> a(101), b(101);
+  {
+    testing::ScalarOnly off;
+    rmsnorm(x.data(), w.data(), 1e-5f, 101, a.data());
+  }
+  ref::rmsnorm(x.data(), w.data(), 1e-5f, 101, b.data());
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace zen::kernels

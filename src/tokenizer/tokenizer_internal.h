@@ -1,0 +1,55 @@
+// Shared by the tokenizer implementations (not part of the public API).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/tokenizer.h"
+
+namespace zen {
+
+// Token attributes, as llama.cpp derives them from GGUF token types (bit flags).
+enum TokenAttr : uint8_t {
+  kAttrNormal = 1,
+  kAttrUnknown = 2,
+  kAttrControl = 4,       // special: <|im_start|>, <s>; dropped by decode(skip_special)
+  kAttrUserDefined = 8,   // added but not special: <think>, <tool_call>
+  kAttrUnused = 16,
+  kAttrByte = 32,         // <0xXX> byte-fallback token
+};
+
+// GGUF tokenizer.ggml.token_type values.
+uint8_t attr_from_gguf_type(int64_t type);
+// llama.cpp marks these end-of-generation / FIM names as control tokens whatever their type.
+bool llama_cpp_forces_control(const std::string& text);
+// Names of tokens that end a chat turn, added to stop_ids when present.
+bool is_stop_token_name(const std::string& text);
+
+std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_json(const nlohmann::json& tokenizer,
+                                                        const nlohmann::json& config);
+std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_gguf(const GgufFile& gguf);
+std::unique_ptr<Tokenizer> make_spm_tokenizer_from_gguf(const GgufFile& gguf);
+
+// llama.cpp's detokenize(): strips the first piece's leading space when the vocabulary adds a
+// space prefix (not after a removed BOS), drops special tokens when skip_special, and applies
+// clean_spaces. token_text gives each id's piece (empty for skipped ids).
+struct LlamaCppDecodeOptions {
+  bool add_space_prefix = false;
+  bool add_bos = false, add_eos = false;
+  int32_t bos_id = -1, eos_id = -1;
+  bool clean_spaces = false;
+};
+std::string llama_cpp_decode(const Tokenizer& tok, const std::vector<int32_t>& ids,
+                             bool skip_special, const LlamaCppDecodeOptions& options);
+
+// Helpers for GGUF metadata.
+std::vector<std::string> gguf_string_array(const GgufFile& gguf, const std::string& key,
+                                           bool required);
+std::vector<double> gguf_number_array(const GgufFile& gguf, const std::string& key);
+int32_t gguf_token_id(const GgufFile& gguf, const std::string& key, int32_t fallback,
+                      int32_t vocab_size);
+
+}  // namespace zen
