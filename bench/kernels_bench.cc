@@ -3,8 +3,9 @@
 //
 //   zen_kernels_bench --benchmark_filter=Gemv
 //
-// GEMV rotates over enough copies of the matrix (> 128 MiB) that every call streams its
-// weights from DRAM, as decode does, instead of from the 32 MiB L3.
+// GEMV with dram:1 rotates over enough copies of the matrix (> 128 MiB) that every call
+// streams its weights from DRAM, as decode does, instead of from the 32 MiB L3; dram:0 keeps
+// one copy (L3-resident), which shows the kernel's compute ceiling.
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -54,12 +55,12 @@ ThreadPool& pool_of(int threads) {
 
 void set_simd(bool on) { set_simd_enabled(on); }
 
-// Args: n, k, threads, simd.
+// Args: n, k, threads, simd, from_dram (0: one copy, so it stays in L3: compute speed).
 void BM_Gemv(benchmark::State& state, DType t) {
   const int64_t n = state.range(0), k = state.range(1);
   const int threads = static_cast<int>(state.range(2));
   set_simd(state.range(3) != 0);
-  const Weights w = make_weights(t, n, k, kStreamBytes);
+  const Weights w = make_weights(t, n, k, state.range(4) != 0 ? kStreamBytes : 0);
   std::mt19937 rng(2);
   const auto x = testing::random_activations(rng, k);
   std::vector<float> y(static_cast<size_t>(n));
@@ -109,10 +110,11 @@ void register_all() {
     const std::string name = dtype_name(t);
     for (int simd : {1, 0}) {
       for (int threads : {1, 2}) {
-        benchmark::RegisterBenchmark(("Gemv/" + name).c_str(), BM_Gemv, t)
-            ->Args({n, k, threads, simd})
-            ->ArgNames({"n", "k", "threads", "simd"})
-            ->UseRealTime();
+        for (int dram : {1, 0})
+          benchmark::RegisterBenchmark(("Gemv/" + name).c_str(), BM_Gemv, t)
+              ->Args({n, k, threads, simd, dram})
+              ->ArgNames({"n", "k", "threads", "simd", "dram"})
+              ->UseRealTime();
         benchmark::RegisterBenchmark(("Gemm64/" + name).c_str(), BM_Gemm, t)
             ->Args({n, k, threads, simd})
             ->ArgNames({"n", "k", "threads", "simd"})

@@ -94,16 +94,20 @@ def is_eog(llm, token):
 
 
 def greedy(llm, prompt_ids, steps):
-    """Argmax decoding one token at a time; EOS does not stop it."""
+    """Argmax decoding one token at a time; EOS does not stop it. Returns the tokens and, per
+    step, the top-1 minus top-2 logit (small margins mark near-ties)."""
     llm.reset()
     llm.eval(prompt_ids)
-    out = []
+    tokens, margins = [], []
     for step in range(steps):
-        token = int(np.argmax(last_logits(llm)))
-        out.append(token)
+        logits = last_logits(llm)
+        token = int(np.argmax(logits))
+        top2 = np.partition(logits, -2)[-2:]
+        tokens.append(token)
+        margins.append(round(float(abs(top2[1] - top2[0])), 4))
         if step + 1 < steps:
             llm.eval([token])
-    return out
+    return tokens, margins
 
 
 def record_prompts(llm, add_bos):
@@ -115,15 +119,15 @@ def record_prompts(llm, add_bos):
         prompt_text = render_chat(template, text, bos, eos) if chat else text
         ids = llm.tokenize(prompt_text.encode("utf-8"), add_bos=add_bos, special=True)
         start = time.perf_counter()
-        generated = greedy(llm, ids, N_GENERATE)
+        generated, margins = greedy(llm, ids, N_GENERATE)
         elapsed = time.perf_counter() - start
         eos_position = next((i for i, t in enumerate(generated) if is_eog(llm, t)), -1)
         text_out = llm.detokenize(generated, prev_tokens=ids, special=True).decode("utf-8", "replace")
         cases.append(dict(name=name, chat_template=chat, user_text=text, prompt_text=prompt_text,
                           prompt_ids=ids, generated_ids=generated, generated_text=text_out,
-                          eos_position=eos_position))
-        print(f"{name:10} prompt {len(ids):3} tok, eos at {eos_position:3}, {elapsed:5.1f} s: "
-              f"{text_out[:70]!r}")
+                          eos_position=eos_position, top2_margins=margins))
+        print(f"{name:10} prompt {len(ids):3} tok, eos at {eos_position:3}, "
+              f"min margin (first 32) {min(margins[:32]):.4f}, {elapsed:5.1f} s: {text_out[:60]!r}")
     return cases
 
 
@@ -159,6 +163,7 @@ def record_perplexity(model_path, add_bos):
 def record_speed(model_path, token_ids):
     """Prefill of SPEED_PROMPT tokens, then SPEED_DECODE single-token steps (greedy)."""
     llm = open_model(model_path, N_CTX)
+    load_before = os.getloadavg()[0]
     prompt = token_ids[:SPEED_PROMPT]
     llm.eval(prompt[:8])                           # warm-up (first graph build, page faults)
     llm.reset()
@@ -173,21 +178,22 @@ def record_speed(model_path, token_ids):
     decode_s = time.perf_counter() - start
     speed = dict(n_threads=N_THREADS, prompt_tokens=SPEED_PROMPT, decode_tokens=SPEED_DECODE,
                  prefill_tok_s=SPEED_PROMPT / prefill_s, decode_tok_s=SPEED_DECODE / decode_s,
-                 note="wall clock around llama_decode calls on the development machine; "
-                      "other processes may have been running")
+                 load_average_1min=round(load_before, 2),
+                 note="wall clock around llama_decode calls on the development machine; a "
+                      "load average above the thread count means other processes competed")
     print(f"llama.cpp speed: prefill {speed['prefill_tok_s']:.1f} tok/s, "
           f"decode {speed['decode_tok_s']:.1f} tok/s")
     return speed
 
 
 def to_json(value):
-    """Indented JSON with each list of integers on one line (short, diffable)."""
+    """Indented JSON with each list of numbers on one line (short, diffable)."""
     lists = []
 
     def hide(v):
         if isinstance(v, dict):
             return {k: hide(x) for k, x in v.items()}
-        if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+        if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
             lists.append(v)
             return f"@@int-list-{len(lists) - 1}@@"
         return [hide(x) for x in v] if isinstance(v, list) else v
@@ -201,9 +207,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", default=os.path.join(REPO, "models/default/model.gguf"))
     parser.add_argument("--out", default=os.path.join(REPO, "tests/fixtures/llamacpp/default_model.json"))
+    parser.add_argument("--speed-only", action="store_true",
+                        help="re-measure only the speed section of an existing fixture")
     args = parser.parse_args()
     if not os.path.exists(args.model):
         sys.exit(f"model not found: {args.model}")
+    if args.speed_only:
+        with open(args.out, encoding="utf-8") as f:
+            fixture = json.load(f)
+        fixture["speed"] = record_speed(args.model, fixture["perplexity"]["token_ids"])
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(to_json(fixture) + "\n")
+        return
 
     start = time.time()
     llm = open_model(args.model, N_CTX)

@@ -34,7 +34,7 @@ CORPUS = [
     " ",
     "   leading and trailing spaces   ",
     "DON'T you dare, I'M sure they'LL say WE'VE done it; it's John's and you'Re",
-    "It'ſ odd: 'ſ and 'S and 's",
+    "It'ſ odd: 'ſ and 'S and 's, I'ſt we'ſſ",
     "'s 't 'RE 'Ve 'M 'LL 'D '' 'x ' s",
     "你好，世界！今天天气很好。我们一起去公园散步吧。",
     "こんにちは、世界。東京タワーは高いです。カタカナとひらがな。",
@@ -93,6 +93,31 @@ NFC_ONLY = [
     "\u05d0\u05b7\u05bc \u0627\u0653\u0654",
     "\U0001d15e\U0001d165 \U000110a5\U000110ba",
 ]
+
+
+def pretokenizer_fixture():
+    """Pieces of every corpus text under each pre-tokenizer, from HF's own pre-tokenizers."""
+    from tokenizers import Regex, pre_tokenizers as pt
+    byte_level = pt.ByteLevel(add_prefix_space=False, use_regex=False)
+
+    def split(pattern):
+        return pt.Sequence([pt.Split(Regex(pattern), behavior="isolated", invert=False), byte_level])
+
+    qwen2 = json.load(open(os.path.join(SHARED, "tokenizers", "qwen3", "tokenizer.json")))
+    qwen2_regex = qwen2["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+    kinds = {
+        "qwen2": split(qwen2_regex),
+        "qwen35": split(qwen2_regex.replace("]?\\p{L}+", "]?[\\p{L}\\p{M}]+")
+                        .replace("[^\\s\\p{L}\\p{N}]", "[^\\s\\p{L}\\p{M}\\p{N}]")),
+        "llama3": split(qwen2_regex.replace("|\\p{N}|", "|\\p{N}{1,3}|")),
+        "gpt2": pt.ByteLevel(add_prefix_space=False, use_regex=True),
+        "digits_gpt2": pt.Sequence([pt.Digits(individual_digits=True),
+                                    pt.ByteLevel(add_prefix_space=False, use_regex=True)]),
+    }
+    out = {"patterns": {"qwen2": qwen2_regex}}
+    for name, pre in kinds.items():
+        out[name] = [[text[a:b] for _, (a, b) in pre.pre_tokenize_str(text)] for text in CORPUS]
+    return out
 
 
 def hf_fixture(path):
@@ -161,6 +186,8 @@ def main():
     write("corpus.json", {"unicode": unicodedata.unidata_version, "texts": CORPUS,
                           "nfc_inputs": nfc_texts,
                           "nfc": [unicodedata.normalize("NFC", t) for t in nfc_texts]})
+    if os.path.exists(os.path.join(SHARED, "tokenizers", "qwen3", "tokenizer.json")):
+        write("pretokenizers.json", pretokenizer_fixture())
     for name in ["qwen3", "qwen2_5"]:
         path = os.path.join(SHARED, "tokenizers", name, "tokenizer.json")
         if os.path.exists(path):

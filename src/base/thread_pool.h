@@ -1,7 +1,7 @@
-// Persistent thread pool: workers spin briefly then sleep; parallel_for splits [0, n) into
-// one contiguous range per thread, so a row's result never depends on the thread count
-// (batch-invariant kernels rely on that: each output element is computed by one thread,
-// in one fixed order).
+// Persistent thread pool: workers spin briefly on a generation counter, then sleep; a decode
+// step issues hundreds of small parallel jobs, so a futex wake per job would dominate.
+// parallel_for splits [0, n) into one contiguous range per thread, so each output element
+// is computed by one thread in one fixed order (batch-invariant kernels rely on that).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -22,12 +22,13 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
   // Calls fn(begin, end, thread_index) over disjoint ranges covering [0, n). The calling
-  // thread takes part. Ranges are aligned to `grain` items.
+  // thread takes part. Ranges are aligned to `grain` items. Not reentrant.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                     int64_t grain = 1);
 
  private:
   void worker(int index);
+  void run_share(int index);
   int n_threads_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
@@ -35,9 +36,10 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
-  bool stop_ = false;
+  std::atomic<int> sleeping_{0};
+  std::atomic<bool> stop_{false};
 };
 
 // Splits [0, n) into `parts` contiguous ranges aligned to grain; returns range `part`.

@@ -75,6 +75,10 @@ void BpeMerges::grow() {
   }
 }
 
+void BpeMerges::reserve(size_t count) {
+  while (slots_.size() < count * 2) grow();
+}
+
 void BpeMerges::add(int32_t left, int32_t right, int32_t merged, int32_t rank, bool overwrite) {
   if ((count_ + 1) * 2 > slots_.size()) grow();
   const uint64_t key = key_of(left, right);

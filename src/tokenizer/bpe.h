@@ -26,6 +26,7 @@ class BpeMerges {
   // Adds the merge (left, right) -> merged; lower ranks merge first. A pair already present
   // keeps its first entry unless overwrite (HF builds a map from the list: the last one wins).
   void add(int32_t left, int32_t right, int32_t merged, int32_t rank, bool overwrite);
+  void reserve(size_t count);
   size_t size() const { return count_; }
   // Appends the ids of one pre-tokenized piece (raw bytes).
   void encode(std::string_view bytes, std::vector<int32_t>& out) const;

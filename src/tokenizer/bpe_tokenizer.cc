@@ -3,13 +3,13 @@
 // HF normalizes (NFC) and matches added tokens leftmost-longest with their flags; llama.cpp
 // does not normalize and partitions special tokens longest-first.
 #include <algorithm>
-#include <unordered_map>
 
 #include "base/error.h"
 #include "io/gguf.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/special_tokens.h"
+#include "tokenizer/token_index.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/unicode.h"
 
@@ -41,9 +41,9 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   }
   int32_t vocab_size() const override { return static_cast<int32_t>(token_text_.size()); }
   std::optional<int32_t> token_to_id(std::string_view token) const override {
-    const auto it = text_to_id_.find(std::string(token));
-    if (it == text_to_id_.end()) return std::nullopt;
-    return it->second;
+    const int32_t id = index_.find(token);
+    if (id < 0) return std::nullopt;
+    return id;
   }
   bool is_special(int32_t id) const override {
     return id >= 0 && id < vocab_size() && (attrs_[id] & (kAttrControl | kAttrUnknown));
@@ -53,6 +53,11 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   void set_token(int32_t id, std::string text, uint8_t attr);
   void finish_vocab();  // byte tokens, decoded bytes
   void add_merge(std::string_view left, std::string_view right, int32_t rank);
+  void reserve(size_t tokens, size_t merges) {
+    token_text_.reserve(tokens);
+    attrs_.reserve(tokens);
+    merges_.reserve(merges);
+  }
   struct Specials {
     int32_t bos_id = -1, eos_id = -1;
     bool add_bos = false, add_eos = false;
@@ -80,8 +85,9 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   std::vector<std::string> token_text_;   // as spelled in the vocabulary
   std::vector<std::string> token_bytes_;  // what the token decodes to
   std::vector<uint8_t> attrs_;
-  std::unordered_map<std::string, int32_t> text_to_id_;
+  TokenIndex index_{&token_text_};
   BpeMerges merges_;
+  std::string scratch_;  // merge concatenation while loading
 };
 
 void ByteLevelBpeTokenizer::set_token(int32_t id, std::string text, uint8_t attr) {
@@ -91,16 +97,29 @@ void ByteLevelBpeTokenizer::set_token(int32_t id, std::string text, uint8_t attr
     token_text_.resize(id + 1);
     attrs_.resize(id + 1, 0);
   }
-  text_to_id_[text] = id;
+  // An added token may take over a vocabulary id; two vocabulary tokens may not share one.
+  if (attrs_[id] != 0 && attr == kAttrNormal) fail("tokenizer: token id ", id, " is used twice");
   token_text_[id] = std::move(text);
   attrs_[id] = attr;
 }
 
 void ByteLevelBpeTokenizer::finish_vocab() {
+  // Text -> id. HF: added tokens win over vocabulary entries with the same text; llama.cpp
+  // refuses duplicate texts.
+  index_.reset(&token_text_, token_text_.size());
+  for (int32_t pass = 0; pass < 2; ++pass) {
+    for (int32_t id = 0; id < vocab_size(); ++id) {
+      const bool added = attrs_[id] & (kAttrControl | kAttrUserDefined);
+      if (attrs_[id] == 0 || (pass == 1 && !(added && flavor_ == Flavor::kHuggingFace))) continue;
+      const int32_t previous = index_.insert(id, /*overwrite=*/true);
+      if (pass == 0 && previous >= 0 && flavor_ == Flavor::kLlamaCpp) {
+        fail("GGUF: duplicate token '", token_text_[id], "' (ids ", previous, " and ", id, ")");
+      }
+    }
+  }
   std::array<int32_t, 256> byte_tokens;
   for (int b = 0; b < 256; ++b) {
-    const auto it = text_to_id_.find(bytes_to_byte_level(std::string(1, static_cast<char>(b))));
-    byte_tokens[b] = it == text_to_id_.end() ? -1 : it->second;
+    byte_tokens[b] = index_.find(bytes_to_byte_level(std::string(1, static_cast<char>(b))));
   }
   merges_.set_byte_tokens(byte_tokens);
   token_bytes_.assign(token_text_.size(), std::string());
@@ -119,17 +138,17 @@ void ByteLevelBpeTokenizer::finish_vocab() {
 
 void ByteLevelBpeTokenizer::add_merge(std::string_view left, std::string_view right,
                                       int32_t rank) {
-  const auto l = text_to_id_.find(std::string(left));
-  const auto r = text_to_id_.find(std::string(right));
-  const auto m = text_to_id_.find(std::string(left) + std::string(right));
-  if (l == text_to_id_.end() || r == text_to_id_.end() || m == text_to_id_.end()) {
+  scratch_.assign(left);
+  scratch_.append(right);
+  const int32_t l = index_.find(left), r = index_.find(right), m = index_.find(scratch_);
+  if (l < 0 || r < 0 || m < 0) {
     if (flavor_ == Flavor::kHuggingFace) {
       fail("tokenizer.json: merge ", rank, " ('", left, "' '", right,
            "') uses a token missing from the vocabulary");
     }
     return;  // llama.cpp would keep it, but it can never produce a vocabulary token
   }
-  merges_.add(l->second, r->second, m->second, rank,
+  merges_.add(l, r, m, rank,
               /*overwrite=*/flavor_ == Flavor::kHuggingFace);
 }
 
@@ -217,9 +236,9 @@ void ByteLevelBpeTokenizer::encode_text(std::string_view text, std::vector<int32
 
 void ByteLevelBpeTokenizer::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
   if (ignore_merges_) {
-    const auto it = text_to_id_.find(bytes_to_byte_level(bytes));
-    if (it != text_to_id_.end()) {
-      out.push_back(it->second);
+    const int32_t id = index_.find(bytes_to_byte_level(bytes));
+    if (id >= 0) {
+      out.push_back(id);
       return;
     }
   }
@@ -523,9 +542,10 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_gguf(const GgufFile& gguf) {
   if (!types.empty() && types.size() < tokens.size()) {
     fail(gguf.path(), ": ", types.size(), " token types for ", tokens.size(), " tokens");
   }
+  const GgufValue* merge_list = gguf.find("tokenizer.ggml.merges");
+  tok->reserve(tokens.size(), merge_list ? merge_list->strings.size() : 0);
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string text = tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : tokens[i];
-    if (tok->token_to_id(text)) fail(gguf.path(), ": duplicate token '", text, "'");
     uint8_t attr = kAttrNormal;
     if (!types.empty()) attr = attr_from_gguf_type(static_cast<int64_t>(types[i]));
     if (llama_cpp_forces_control(text)) attr |= kAttrControl;

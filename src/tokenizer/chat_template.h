@@ -5,6 +5,10 @@
 //
 // Context: {"messages": [...], "tools": [...]?, "add_generation_prompt": bool,
 //           "bos_token": str, "eos_token": str, "enable_thinking": bool?, ...any kwargs}
+// As apply_chat_template does before rendering, message keys whose value is null are dropped,
+// reasoning sent as reasoning_content / thinking / reasoning is copied to both
+// "reasoning_content" and "thinking", and missing tools / documents / add_generation_prompt
+// read as None / None / False.
 // Key order matters for output (tojson prints dicts in insertion order, as Python does), so
 // prefer the ordered_json overload; nlohmann::json sorts object keys.
 #pragma once

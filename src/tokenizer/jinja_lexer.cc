@@ -22,6 +22,10 @@ bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
 char32_t code_point_at(std::string_view s, size_t i, size_t* len) {
   size_t n = 1;
   const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) {
+    *len = 1;
+    return b0;
+  }
   if (b0 >= 0xC0) n = b0 >= 0xF0 ? 4 : (b0 >= 0xE0 ? 3 : 2);
   n = std::min(n, s.size() - i);
   const std::u32string cps = decode_utf8(s.substr(i, n));

@@ -74,6 +74,7 @@ Value repeat(const Value& seq, int64_t times, size_t max_bytes) {
     if (!seq.as_string().empty() && static_cast<uint64_t>(n) > max_bytes / seq.as_string().size())
       fail("repeated string too large");
     std::string out;
+    out.reserve(static_cast<size_t>(n) * seq.as_string().size());
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
     return Value::string(std::move(out));
   }
@@ -354,6 +355,7 @@ class Renderer {
     if (!target.attribute.empty()) {
       const Value ns = lookup(target.names[0], scope);
       if (!ns.is_namespace()) fail("cannot assign attribute on non-namespace object");
+      check_namespace_name(target.attribute);
       ns.namespace_data().set(Value::string(target.attribute), std::move(v));
       return;
     }
@@ -459,6 +461,13 @@ class Renderer {
     emit(out, to_str(result));
   }
 
+  // transformers' TemplateNamespace refuses underscore names (a sandbox-escape guard).
+  static void check_namespace_name(const std::string& name) {
+    if (!name.empty() && name[0] == '_')
+      fail("Chat templates cannot store underscore-prefixed attributes on a namespace, but got '", name,
+           "'. Please rename the attribute.");
+  }
+
   Value make_namespace(CallArgs& args) {
     auto data = std::make_shared<DictData>();
     for (const auto& v : args.positional) {
@@ -466,6 +475,8 @@ class Renderer {
       for (const auto& [k, item] : v.dict_data().entries) data->set(k, item);
     }
     for (auto& [k, v] : args.keyword) data->set(Value::string(k), v);
+    for (const auto& [k, v] : data->entries)
+      if (k.is_string()) check_namespace_name(k.as_string());
     namespaces_.push_back(data);
     return Value::name_space(std::move(data));
   }

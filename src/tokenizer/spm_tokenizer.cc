@@ -4,11 +4,11 @@
 // <0xXX> byte tokens for characters the vocabulary lacks.
 #include <algorithm>
 #include <queue>
-#include <unordered_map>
 
 #include "base/error.h"
 #include "io/gguf.h"
 #include "tokenizer/special_tokens.h"
+#include "tokenizer/token_index.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/unicode.h"
 
@@ -49,19 +49,16 @@ class SpmTokenizer final : public Tokenizer {
   }
   int32_t vocab_size() const override { return static_cast<int32_t>(texts_.size()); }
   std::optional<int32_t> token_to_id(std::string_view token) const override {
-    const auto it = text_to_id_.find(std::string(token));
-    if (it == text_to_id_.end()) return std::nullopt;
-    return it->second;
+    const int32_t id = index_.find(token);
+    if (id < 0) return std::nullopt;
+    return id;
   }
   bool is_special(int32_t id) const override {
     return id >= 0 && id < vocab_size() && (attrs_[id] & (kAttrControl | kAttrUnknown));
   }
 
  private:
-  int32_t lookup(std::string_view text) const {
-    const auto it = text_to_id_.find(std::string(text));
-    return it == text_to_id_.end() ? -1 : it->second;
-  }
+  int32_t lookup(std::string_view text) const { return index_.find(text); }
   void encode_fragment(const std::string& text, std::vector<int32_t>& out) const;
   void push_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 
@@ -69,7 +66,7 @@ class SpmTokenizer final : public Tokenizer {
   std::vector<std::string> token_bytes_;
   std::vector<float> scores_;
   std::vector<uint8_t> attrs_;
-  std::unordered_map<std::string, int32_t> text_to_id_;
+  TokenIndex index_{&texts_};
   std::array<int32_t, 256> byte_tokens_{};
   int32_t unk_id_ = -1;
   bool add_space_prefix_ = true;
@@ -89,9 +86,10 @@ SpmTokenizer::SpmTokenizer(const GgufFile& gguf) {
   scores_.assign(n, 0.0f);
   attrs_.assign(n, kAttrNormal);
   token_bytes_.assign(n, std::string());
+  index_.reset(&texts_, n);
   for (size_t i = 0; i < n; ++i) {
     if (texts_[i].empty()) texts_[i] = "[EMPTY_" + std::to_string(i) + "]";
-    if (!text_to_id_.emplace(texts_[i], static_cast<int32_t>(i)).second) {
+    if (index_.insert(static_cast<int32_t>(i), /*overwrite=*/false) >= 0) {
       fail(gguf.path(), ": duplicate token '", texts_[i], "'");
     }
     if (!scores.empty()) scores_[i] = static_cast<float>(scores[i]);

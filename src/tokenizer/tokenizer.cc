@@ -151,7 +151,8 @@ uint8_t attr_from_gguf_type(int64_t type) {
 
 bool llama_cpp_forces_control(const std::string& text) {
   // End-of-generation and fill-in-the-middle names llama.cpp recognises (llama-vocab.cpp).
-  static const char* const kNames[] = {
+  if (text.size() < 3) return false;
+  static constexpr std::string_view kNames[] = {
       "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
       "<|end_of_text|>", "<EOT>", "_<EOT>", "<|eom_id|>", "<end_of_utterance>", "</s>",
       "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xE2\x96\x81<PRE>",
@@ -159,7 +160,7 @@ bool llama_cpp_forces_control(const std::string& text) {
       "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xE2\x96\x81<MID>",
       "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "<|fim_repo|>", "<|repo_name|>",
       "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
-  for (const char* name : kNames) {
+  for (std::string_view name : kNames) {
     if (text == name) return true;
   }
   return false;

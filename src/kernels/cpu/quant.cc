@@ -205,13 +205,7 @@ DotKernels dot_kernels(DType weight) {
 #if ZEN_HAVE_X86_SIMD
   if (use_avx2()) {
     DotKernels k;
-    if (avx2::block_kernels(weight, &k)) return k;
-    switch (weight) {
-      case DType::F32: return loop_kernels<avx2::dot_f32>();
-      case DType::F16: return loop_kernels<avx2::dot_f16>();
-      case DType::BF16: return loop_kernels<avx2::dot_bf16>();
-      default: break;
-    }
+    if (avx2::tiled_kernels(weight, &k)) return k;
   }
 #endif
   return scalar_kernels(weight);

@@ -34,6 +34,10 @@ ZEN_TARGET_AVX2 inline int hsum_i32(__m256i v) {
 }
 
 ZEN_TARGET_AVX2 inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+// An f16 value widened and broadcast to 8 lanes (2 uops: broadcast, convert).
+ZEN_TARGET_AVX2 inline __m256 splat_f16(uint16_t h) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
+}
 
 // 16 bytes of nibbles -> 32 bytes: lanes 0..15 the low nibbles, 16..31 the high nibbles.
 ZEN_TARGET_AVX2 inline __m256i nibbles_32(const uint8_t* p) {
@@ -155,9 +159,10 @@ ZEN_TARGET_AVX2 inline const Block& block_at(const uint8_t* row, int64_t i) {
   return reinterpret_cast<const Block*>(row)[i];
 }
 
-// Adds a * b (scalars) to lane 0 of acc, leaving the other lanes as they are.
-ZEN_TARGET_AVX2 inline __m256 add_scalar_product(__m256 acc, float a, float b) {
-  return _mm256_fmadd_ps(_mm256_set1_ps(a), _mm256_zextps128_ps256(_mm_set_ss(b)), acc);
+// Adds a * b to lane 0 of acc (a broadcast, b in lane 0 of b0), leaving the other lanes as
+// they are.
+ZEN_TARGET_AVX2 inline __m256 add_lane0_product(__m256 acc, __m256 a, __m256 b0) {
+  return _mm256_fmadd_ps(a, b0, acc);
 }
 
 // Signed quants of the symmetric 32-element formats (value = d * q).
@@ -201,25 +206,25 @@ ZEN_TARGET_AVX2 void tile_symmetric(const uint8_t* w, size_t ws, const uint8_t* 
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / kQK; ++i) {
     __m256i wq[R], wabs[R];
-    float wd[R];
+    __m256 wd[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const auto& b = block_at<typename W::Block>(w + r * ws, i);
       wq[r] = W::quants(b);
       wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
-      wd[r] = f16(b.d);
+      wd[r] = splat_f16(b.d);
     }
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const auto& ab = block_at<BlockQ8_0>(a + t * as, i);
       const __m256i aq = load256(ab.qs);
-      const float ad = f16(ab.d);
+      const __m256 ad = splat_f16(ab.d);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         // |w| * (a with w's sign): u8 x s8 for maddubs.
         const __m256i p16 = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(aq, wq[r]));
         const __m256i p = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * ad), _mm256_cvtepi32_ps(p), acc[r][t]);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], ad), _mm256_cvtepi32_ps(p), acc[r][t]);
       }
     }
   }
@@ -239,24 +244,25 @@ ZEN_TARGET_AVX2 void tile_offset(const uint8_t* w, size_t ws, const uint8_t* a, 
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / kQK; ++i) {
     __m256i wq[R];
-    float wd[R], wm[R];
+    __m256 wd[R], wm[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const auto& b = block_at<typename W::Block>(w + r * ws, i);
       wq[r] = W::quants(b);
-      wd[r] = f16(b.d);
-      wm[r] = f16(b.m);
+      wd[r] = splat_f16(b.d);
+      wm[r] = splat_f16(b.m);
     }
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const auto& ab = block_at<BlockQ8_1>(a + t * as, i);
       const __m256i aq = load256(ab.qs);
-      const float ad = f16(ab.d), asum = f16(ab.s);
+      const __m256 ad = splat_f16(ab.d);
+      const __m256 asum0 = _mm256_zextps128_ps256(_mm_set_ss(f16(ab.s)));  // s in lane 0
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], aq), _mm256_set1_epi16(1));
-        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(wd[r] * ad), _mm256_cvtepi32_ps(p), acc[r][t]);
-        acc[r][t] = add_scalar_product(acc[r][t], wm[r], asum);  // block minimum: m * d_a * sum(q_a)
+        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], ad), _mm256_cvtepi32_ps(p), acc[r][t]);
+        acc[r][t] = add_lane0_product(acc[r][t], wm[r], asum0);  // block minimum: m * d_a * sum(q_a)
       }
     }
   }
@@ -480,7 +486,104 @@ ZEN_TARGET_AVX2 float dot_q4_k(const void* w, const void* act, int64_t n) { retu
 ZEN_TARGET_AVX2 float dot_q5_k(const void* w, const void* act, int64_t n) { return dot_one<KQuant, K4Quants<true>>(w, act, n); }
 ZEN_TARGET_AVX2 float dot_q6_k(const void* w, const void* act, int64_t n) { return dot_one<KQuant, Q6KQuants>(w, act, n); }
 
-bool block_kernels(DType t, DotKernels* out) {
+// --- plain formats against f32 ----------------------------------------------------------------
+namespace {
+
+// Element types of the plain formats: how to load 8 as f32, and how to widen one.
+struct F32Elem {
+  using Elem = float;
+  ZEN_TARGET_AVX2 static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+  static float widen(float v) { return v; }
+};
+struct F16Elem {
+  using Elem = uint16_t;
+  ZEN_TARGET_AVX2 static __m256 load(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float widen(uint16_t v) { return f16_to_f32(v); }
+};
+struct BF16Elem {
+  using Elem = uint16_t;
+  ZEN_TARGET_AVX2 static __m256 load(const uint16_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static float widen(uint16_t v) { return bf16_to_f32(v); }
+};
+
+// Each (row, token) pair: two accumulators over alternate 8-element chunks (16 per step),
+// one more chunk of 8 if left, then a scalar FMA tail; the same order in every tile shape.
+template <typename E>
+struct Plain {
+  using Elem = typename E::Elem;
+  template <int R, int T>
+  ZEN_TARGET_AVX2 static void tile(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t k, float* y,
+                                   ptrdiff_t yr, ptrdiff_t yt) {
+    __m256 acc0[R][T], acc1[R][T];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= k; j += 16) {
+      __m256 w0[R], w1[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const Elem* row = reinterpret_cast<const Elem*>(w + r * ws);
+        w0[r] = E::load(row + j);
+        w1[r] = E::load(row + j + 8);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const float* x = reinterpret_cast<const float*>(a + t * as);
+        const __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          acc0[r][t] = _mm256_fmadd_ps(w0[r], x0, acc0[r][t]);
+          acc1[r][t] = _mm256_fmadd_ps(w1[r], x1, acc1[r][t]);
+        }
+      }
+    }
+    if (j + 8 <= k) {
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m256 w0 = E::load(reinterpret_cast<const Elem*>(w + r * ws) + j);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t)
+          acc0[r][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(reinterpret_cast<const float*>(a + t * as) + j), acc0[r][t]);
+      }
+      j += 8;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const Elem* row = reinterpret_cast<const Elem*>(w + r * ws);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const float* x = reinterpret_cast<const float*>(a + t * as);
+        __m128 sum = _mm_set_ss(hsum(_mm256_add_ps(acc0[r][t], acc1[r][t])));
+        for (int64_t i = j; i < k; ++i) sum = _mm_fmadd_ss(_mm_set_ss(E::widen(row[i])), _mm_set_ss(x[i]), sum);
+        y[r * yr + t * yt] = _mm_cvtss_f32(sum);
+      }
+    }
+  }
+};
+
+using PlainF32 = Plain<F32Elem>;
+using PlainF16 = Plain<F16Elem>;
+using PlainBF16 = Plain<BF16Elem>;
+
+struct PlainFamily {
+  template <typename W, int R, int T>
+  static constexpr DotTileFn fn = &W::template tile<R, T>;
+};
+
+}  // namespace
+
+ZEN_TARGET_AVX2 float dot_f32(const void* w, const void* act, int64_t n) { return dot_one<PlainFamily, PlainF32>(w, act, n); }
+ZEN_TARGET_AVX2 float dot_f16(const void* w, const void* act, int64_t n) { return dot_one<PlainFamily, PlainF16>(w, act, n); }
+ZEN_TARGET_AVX2 float dot_bf16(const void* w, const void* act, int64_t n) { return dot_one<PlainFamily, PlainBF16>(w, act, n); }
+
+bool tiled_kernels(DType t, DotKernels* out) {
   switch (t) {
     case DType::Q8_0: *out = make_kernels<Symmetric, Q8_0Quants, 4>(); break;
     case DType::Q4_0: *out = make_kernels<Symmetric, Q4_0Quants, 4>(); break;
@@ -490,54 +593,12 @@ bool block_kernels(DType t, DotKernels* out) {
     case DType::Q4_K: *out = make_kernels<KQuant, K4Quants<false>, 2>(); break;
     case DType::Q5_K: *out = make_kernels<KQuant, K4Quants<true>, 2>(); break;
     case DType::Q6_K: *out = make_kernels<KQuant, Q6KQuants, 2>(); break;
+    case DType::F32: *out = make_kernels<PlainFamily, PlainF32, 2>(); break;
+    case DType::F16: *out = make_kernels<PlainFamily, PlainF16, 2>(); break;
+    case DType::BF16: *out = make_kernels<PlainFamily, PlainBF16, 2>(); break;
     default: return false;
   }
   return true;
-}
-// --- plain formats against f32 ----------------------------------------------------------------
-namespace {
-
-ZEN_TARGET_AVX2 inline __m256 load_f32(const float* p) { return _mm256_loadu_ps(p); }
-ZEN_TARGET_AVX2 inline __m256 load_f16(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-ZEN_TARGET_AVX2 inline __m256 load_bf16(const uint16_t* p) {
-  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-}
-
-// Four accumulators over 32 elements per step, then 8 at a time, then a scalar tail.
-template <typename T, __m256 (*Load)(const T*), float (*Widen)(T)>
-ZEN_TARGET_AVX2 inline float dot_plain(const T* w, const float* x, int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 32 <= n; j += 32) {
-    a0 = _mm256_fmadd_ps(Load(w + j), _mm256_loadu_ps(x + j), a0);
-    a1 = _mm256_fmadd_ps(Load(w + j + 8), _mm256_loadu_ps(x + j + 8), a1);
-    a2 = _mm256_fmadd_ps(Load(w + j + 16), _mm256_loadu_ps(x + j + 16), a2);
-    a3 = _mm256_fmadd_ps(Load(w + j + 24), _mm256_loadu_ps(x + j + 24), a3);
-  }
-  for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(Load(w + j), _mm256_loadu_ps(x + j), a0);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; j < n; ++j) sum += Widen(w[j]) * x[j];
-  return sum;
-}
-
-inline float widen_f32(float v) { return v; }
-inline float widen_f16(uint16_t v) { return f16_to_f32(v); }
-inline float widen_bf16(uint16_t v) { return bf16_to_f32(v); }
-
-}  // namespace
-
-ZEN_TARGET_AVX2 float dot_f32(const void* w, const void* act, int64_t n) {
-  return dot_plain<float, load_f32, widen_f32>(static_cast<const float*>(w), static_cast<const float*>(act), n);
-}
-ZEN_TARGET_AVX2 float dot_f16(const void* w, const void* act, int64_t n) {
-  return dot_plain<uint16_t, load_f16, widen_f16>(static_cast<const uint16_t*>(w), static_cast<const float*>(act), n);
-}
-ZEN_TARGET_AVX2 float dot_bf16(const void* w, const void* act, int64_t n) {
-  return dot_plain<uint16_t, load_bf16, widen_bf16>(static_cast<const uint16_t*>(w), static_cast<const float*>(act),
-                                                    n);
 }
 
 }  // namespace zen::kernels::avx2

@@ -21,11 +21,11 @@ float dot_q8_0(const void* w, const void* act, int64_t n);
 float dot_q4_k(const void* w, const void* act, int64_t n);
 float dot_q5_k(const void* w, const void* act, int64_t n);
 float dot_q6_k(const void* w, const void* act, int64_t n);
-// Tiled kernels of the block formats; false for dtypes without them.
-bool block_kernels(DType t, DotKernels* out);
-
 float dot_f32(const void* w, const void* act, int64_t n);
 float dot_f16(const void* w, const void* act, int64_t n);
 float dot_bf16(const void* w, const void* act, int64_t n);
+
+// Tiled kernels (see dot_kernels.h); false for dtypes without them.
+bool tiled_kernels(DType t, DotKernels* out);
 
 }  // namespace zen::kernels::avx2

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -148,6 +149,98 @@ TEST(QuantFixture, Q8_KQuantizerMatchesGgmlReference) {
     std::vector<BlockQ8_K> fast(blocks.size());
     quantize_activation(DType::Q4_K, fx.input.data(), fast.data(), fx.n);
     EXPECT_EQ(std::memcmp(fast.data(), fx.raw.data(), fx.raw.size()), 0);
+  }
+}
+
+// --- what ggml's own CPU backend computes (ggml_cpu.bin, from llama-cpp-python's libggml) ---
+
+std::map<std::string, std::vector<uint8_t>> load_blobs(const std::string& file) {
+  const std::string path = std::string(ZEN_SOURCE_DIR) + "/tests/fixtures/quant/" + file;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("missing fixture " + path + " (run tools/make_quant_fixtures.py)");
+  char magic[4];
+  read_pod(f, magic, 4);
+  if (std::memcmp(magic, "ZQB1", 4) != 0) throw Error("bad fixture magic in " + path);
+  uint32_t count;
+  read_pod(f, &count);
+  std::map<std::string, std::vector<uint8_t>> blobs;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t name_len;
+    read_pod(f, &name_len);
+    std::string name(name_len, '\0');
+    read_pod(f, name.data(), name_len);
+    uint64_t size;
+    read_pod(f, &size);
+    std::vector<uint8_t> data(size);
+    read_pod(f, data.data(), size);
+    blobs[name] = std::move(data);
+  }
+  return blobs;
+}
+
+template <typename T>
+const T* blob_as(const std::map<std::string, std::vector<uint8_t>>& blobs, const std::string& name, size_t count) {
+  const auto it = blobs.find(name);
+  if (it == blobs.end()) throw Error("fixture has no " + name);
+  if (it->second.size() != count * sizeof(T)) throw Error("fixture " + name + " has the wrong size");
+  return reinterpret_cast<const T*>(it->second.data());
+}
+
+TEST(GgmlCpu, ActivationQuantizersMatchGgmlBytes) {
+  const auto blobs = load_blobs("ggml_cpu.bin");
+  struct Case {
+    const char* fn;
+    DType weight;  // a weight dtype whose activation format this is
+  };
+  for (const Case c : {Case{"quantize_row_q8_0", DType::Q8_0}, Case{"quantize_row_q8_1", DType::Q4_1},
+                       Case{"quantize_row_q8_K", DType::Q6_K}}) {
+    const int64_t n = 4096;
+    const float* x = blob_as<float>(blobs, std::string(c.fn) + ".input", n);
+    const size_t bytes = activation_row_bytes(c.weight, n);
+    const uint8_t* want = blob_as<uint8_t>(blobs, std::string(c.fn) + ".ggml", bytes);
+    for (bool simd : {false, true}) {
+      const bool was = simd_enabled();
+      set_simd_enabled(simd);
+      std::vector<uint8_t> got(bytes);
+      quantize_activation(c.weight, x, got.data(), n);
+      set_simd_enabled(was);
+      size_t first_diff = bytes;
+      for (size_t i = 0; i < bytes && first_diff == bytes; ++i)
+        if (got[i] != want[i]) first_diff = i;
+      EXPECT_EQ(first_diff, bytes) << c.fn << (simd ? " (simd)" : " (scalar)") << ": first differing byte";
+    }
+  }
+}
+
+TEST(GgmlCpu, DotProductsMatchGgml) {
+  const auto blobs = load_blobs("ggml_cpu.bin");
+  const uint32_t* shape = blob_as<uint32_t>(blobs, "shape", 3);
+  const int64_t k = shape[0], rows = shape[1], tokens = shape[2];
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
+                  DType::Q6_K}) {
+    const std::string name = dtype_name(t);
+    const size_t w_row = dtype_row_bytes(t, k), a_row = activation_row_bytes(t, k);
+    const auto* w = blob_as<uint8_t>(blobs, name + ".weights", w_row * static_cast<size_t>(rows));
+    const auto* x = blob_as<float>(blobs, name + ".x", static_cast<size_t>(k * tokens));
+    const auto* act = blob_as<uint8_t>(blobs, name + ".act", a_row * static_cast<size_t>(tokens));
+    const auto* dots = blob_as<float>(blobs, name + ".dots", static_cast<size_t>(rows * tokens));
+    for (int64_t tok = 0; tok < tokens; ++tok) {
+      // Our quantizer gives ggml's activation bytes ...
+      std::vector<uint8_t> mine(a_row);
+      quantize_activation(t, x + tok * k, mine.data(), k);
+      EXPECT_EQ(std::memcmp(mine.data(), act + tok * a_row, a_row), 0) << name << " token " << tok;
+      for (int64_t r = 0; r < rows; ++r) {
+        // ... and our dot products agree with ggml's to f32 rounding (summation order differs).
+        const uint8_t* wr = w + r * w_row;
+        std::vector<float> wf(static_cast<size_t>(k));
+        ref::dequantize_row(t, wr, wf.data(), k);
+        double mag = 0.0;
+        for (int64_t i = 0; i < k; ++i) mag += std::fabs(wf[static_cast<size_t>(i)] * x[tok * k + i]);
+        const float want = dots[r * tokens + tok];
+        EXPECT_NEAR(vec_dot(t, wr, act + tok * a_row, k), want, 1e-5 * mag) << name << " row " << r;
+        EXPECT_NEAR(ref::vec_dot(t, wr, act + tok * a_row, k), want, 1e-5 * mag) << name << " row " << r;
+      }
+    }
   }
 }
 
