@@ -124,6 +124,12 @@ void register_all() {
   };
   for (DType t : block32) add(t, 4864, 896);
   for (DType t : block256) add(t, 896, 4864);
+  // A small decode matmul (attn_k [128, 896]): dominated by per-call and thread hand-off cost.
+  for (int threads : {1, 2})
+    benchmark::RegisterBenchmark("GemvSmall/Q5_0", BM_Gemv, DType::Q5_0)
+        ->Args({128, 896, threads, 1, 0})
+        ->ArgNames({"n", "k", "threads", "simd", "dram"})
+        ->UseRealTime();
   benchmark::RegisterBenchmark("DotF32", BM_DotF32)->Arg(64)->Arg(128)->Arg(4096);
 }
 

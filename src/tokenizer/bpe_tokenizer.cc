@@ -100,7 +100,7 @@ void ByteLevelBpeTokenizer::set_token(int32_t id, std::string text, uint8_t attr
   // An added token may take over a vocabulary id; two vocabulary tokens may not share one.
   if (attrs_[id] != 0 && attr == kAttrNormal) fail("tokenizer: token id ", id, " is used twice");
   token_text_[id] = std::move(text);
-  attrs_[id] = attr;
+  attrs_[id] = attr | kAttrPresent;
 }
 
 void ByteLevelBpeTokenizer::finish_vocab() {
@@ -537,23 +537,21 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_gguf(const GgufFile& gguf) {
   tok->pre_.kind = pre.kind;
   tok->ignore_merges_ = pre.ignore_merges;
 
-  const std::vector<std::string> tokens = gguf_string_array(gguf, "tokenizer.ggml.tokens", true);
-  const std::vector<double> types = gguf_number_array(gguf, "tokenizer.ggml.token_type");
+  const std::vector<std::string>& tokens = gguf_string_array(gguf, "tokenizer.ggml.tokens", true);
+  const std::vector<double>& types = gguf_number_array(gguf, "tokenizer.ggml.token_type");
   if (!types.empty() && types.size() < tokens.size()) {
     fail(gguf.path(), ": ", types.size(), " token types for ", tokens.size(), " tokens");
   }
-  const GgufValue* merge_list = gguf.find("tokenizer.ggml.merges");
-  tok->reserve(tokens.size(), merge_list ? merge_list->strings.size() : 0);
+  const std::vector<std::string>& merges = gguf_string_array(gguf, "tokenizer.ggml.merges", true);
+  if (tokens.size() >= (1u << 24)) fail(gguf.path(), ": ", tokens.size(), " tokens is implausibly many");
+  tok->reserve(tokens.size(), merges.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::string text = tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : tokens[i];
-    uint8_t attr = kAttrNormal;
-    if (!types.empty()) attr = attr_from_gguf_type(static_cast<int64_t>(types[i]));
+    uint8_t attr = gguf_token_attr(types, i);
     if (llama_cpp_forces_control(text)) attr |= kAttrControl;
     tok->set_token(static_cast<int32_t>(i), std::move(text), attr);
   }
   tok->finish_vocab();
-
-  const std::vector<std::string> merges = gguf_string_array(gguf, "tokenizer.ggml.merges", true);
   for (size_t i = 0; i < merges.size(); ++i) {
     const size_t space = merges[i].find(' ', 1);  // llama.cpp: first space after position 0
     if (space == std::string::npos) continue;

@@ -454,6 +454,7 @@ std::optional<Value> python_attribute(const Value& obj, const std::string& name)
       if (in_list(name, kDictMutators)) return unsafe(obj, name);
       return std::nullopt;
     case Value::Kind::kList:
+      if (obj.is_generator()) return std::nullopt;
       if (name == "index" || name == "count" || (!obj.is_tuple() && name == "copy")) return bound_method(obj, name);
       if (!obj.is_tuple() && in_list(name, kListMutators)) return unsafe(obj, name);
       return std::nullopt;
@@ -470,9 +471,12 @@ class PercentFormatter {
   PercentFormatter(const std::string& fmt, const Value& args) : fmt_(fmt), args_(args) {
     if (args.is_list() && args.is_tuple()) {
       positional_ = args.items();
-    } else if (!args.is_dict()) {
+    } else {
       positional_ = {args};
     }
+    // Python skips the "not all arguments converted" check for anything with __getitem__
+    // that is not a tuple or str (lists, dicts, jinja2's Undefined).
+    mapping_like_ = args.is_dict() || args.is_undefined() || (args.is_list() && !args.is_tuple());
   }
 
   std::string run() {
@@ -484,8 +488,7 @@ class PercentFormatter {
       }
       i = conversion(i + 1, out);
     }
-    if (next_ < positional_.size() && !args_.is_dict())
-      fail("not all arguments converted during string formatting");
+    if (next_ < positional_.size() && !mapping_like_) fail("not all arguments converted during string formatting");
     return out;
   }
 
@@ -535,6 +538,7 @@ class PercentFormatter {
       return i;
     }
     const Value& arg = mapped ? *mapped : next_arg();
+    if (arg.is_undefined()) raise_undefined(arg);
     out += convert(conv, arg, flags, width, precision);
     return i;
   }
@@ -589,6 +593,7 @@ class PercentFormatter {
   const std::string& fmt_;
   const Value& args_;
   std::vector<Value> positional_;
+  bool mapping_like_ = false;
   size_t next_ = 0;
 };
 
@@ -689,7 +694,9 @@ Value ArgReader::get_or(size_t index, Value fallback) const {
 std::vector<Value> iterate(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined: return {};
-    case Value::Kind::kList: return v.items();
+    case Value::Kind::kList:
+      if (!v.deferred_error().empty()) fail(v.deferred_error());
+      return v.items();
     case Value::Kind::kDict: {
       std::vector<Value> keys;
       for (const auto& [k, item] : v.dict_data().entries) keys.push_back(k);
@@ -723,7 +730,7 @@ Value get_item(const Value& obj, const Value& key) {
       if (const Value* v = obj.dict_data().find(key)) return *v;
       break;
     case Value::Kind::kList:
-      if (is_index(key)) {
+      if (is_index(key) && !obj.is_generator()) {
         int64_t i = key.as_int();
         if (normalize_index(i, obj.items().size())) return obj.items()[static_cast<size_t>(i)];
       }
@@ -756,7 +763,10 @@ Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, con
   const std::optional<int64_t> start_o = index_or_none(start_v), stop_o = index_or_none(stop_v), step_o = index_or_none(step_v);
   const int64_t step = step_o.value_or(1);
   if (step == 0) fail("slice step cannot be zero");
-  if (!obj.is_list() && !obj.is_string()) return Value::undefined(object_description(obj) + " cannot be sliced");
+  // jinja2 compiles slices to plain Python subscripts: no Undefined fallback here.
+  if (obj.is_dict()) fail("unhashable type: 'slice'");
+  if ((!obj.is_list() && !obj.is_string()) || obj.is_generator())
+    fail("'", type_name(obj), "' object is not subscriptable");
   const bool ascii = obj.is_string() && is_ascii(obj.as_string());
   std::u32string cps;
   if (obj.is_string() && !ascii) cps = decode_utf8(obj.as_string());

@@ -149,7 +149,7 @@ Value f_batch(const Value& v, CallArgs& a) {
       while (row.size() < count) row.push_back(fill);
     rows.push_back(Value::list(std::move(row)));
   }
-  return Value::list(std::move(rows));
+  return Value::generator(std::move(rows));
 }
 
 Value f_capitalize(const Value& v, CallArgs& a) {
@@ -169,10 +169,13 @@ Value f_length(const Value& v, CallArgs& a) {
   switch (v.kind()) {
     case Value::Kind::kUndefined: return Value::integer(0);
     case Value::Kind::kString: return Value::integer(static_cast<int64_t>(code_point_count(v.as_string())));
-    case Value::Kind::kList: return Value::integer(static_cast<int64_t>(v.items().size()));
+    case Value::Kind::kList:
+      if (v.is_generator()) break;
+      return Value::integer(static_cast<int64_t>(v.items().size()));
     case Value::Kind::kDict: return Value::integer(static_cast<int64_t>(v.dict_data().entries.size()));
-    default: fail("object of type '", type_name(v), "' has no len()");
+    default: break;
   }
+  fail("object of type '", type_name(v), "' has no len()");
 }
 
 Value f_default(const Value& v, CallArgs& a) {
@@ -225,6 +228,7 @@ Value f_first(const Value& v, CallArgs& a) {
 
 Value f_last(const Value& v, CallArgs& a) {
   no_more_args("last", a);
+  if (v.is_generator()) fail("'generator' object is not reversible");
   if (v.is_list() && !v.items().empty()) return v.items().back();
   const std::vector<Value> items = iterate(v);
   if (items.empty()) return Value::undefined("No last item, sequence was empty.");
@@ -263,8 +267,10 @@ Value f_indent(const Value& v, CallArgs& a) {
   } else {
     fail("indent: width must be an int or a string");
   }
+  if (v.is_undefined()) raise_undefined(v);
+  if (!v.is_string()) fail("unsupported operand type(s) for +=: '", type_name(v), "' and 'str'");
   CallArgs no_args;
-  const Value lines_v = get_attribute(Value::string(to_str(v) + "\n"), "splitlines").function_data().call(no_args);
+  const Value lines_v = get_attribute(Value::string(v.as_string() + "\n"), "splitlines").function_data().call(no_args);
   const auto& lines = lines_v.items();
   std::string out;
   if (blank) {
@@ -331,10 +337,10 @@ Value f_upper(const Value& v, CallArgs& a) {
 Value f_items(const Value& v, CallArgs& a) {
   no_more_args("items", a);
   if (v.is_undefined()) return Value::list({});
-  if (!v.is_dict()) fail("Can only get item pairs from a mapping.");
+  if (!v.is_dict()) return Value::failing_generator("Can only get item pairs from a mapping.");
   std::vector<Value> pairs;
   for (const auto& [k, item] : v.dict_data().entries) pairs.push_back(Value::list({k, item}, true));
-  return Value::list(std::move(pairs));
+  return Value::generator(std::move(pairs));
 }
 
 Value f_map(const Value& v, CallArgs& a) {
@@ -354,7 +360,7 @@ Value f_map(const Value& v, CallArgs& a) {
     if (!attribute) fail("map requires a filter name or attribute=");
     if (truthy(v))
       for (const auto& item : iterate(v)) out.push_back(attribute_path(item, *attribute, fallback));
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   const std::string name = to_str(a.positional[0]);
   CallArgs rest;
@@ -366,7 +372,7 @@ Value f_map(const Value& v, CallArgs& a) {
       out.push_back(apply_filter(name, item, copy));
     }
   }
-  return Value::list(std::move(out));
+  return Value::generator(std::move(out));
 }
 
 Value min_or_max(const Value& v, CallArgs& a, const char* name, bool want_max) {
@@ -421,7 +427,7 @@ Value select_items(const Value& v, CallArgs& a, bool by_attribute, bool keep_whe
     }
     if (passed == keep_when) out.push_back(item);
   }
-  return Value::list(std::move(out));
+  return Value::generator(std::move(out));
 }
 
 Value f_select(const Value& v, CallArgs& a) { return select_items(v, a, false, true); }
@@ -445,9 +451,10 @@ Value f_reverse(const Value& v, CallArgs& a) {
     std::reverse(cps.begin(), cps.end());
     return Value::string(encode_utf8(cps));
   }
+  if (v.is_generator()) fail("'generator' object is not reversible");
   std::vector<Value> items = iterate(v);
   std::reverse(items.begin(), items.end());
-  return Value::list(std::move(items));
+  return Value::generator(std::move(items));  // a reverse iterator in Python
 }
 
 Value f_round(const Value& v, CallArgs& a) {
@@ -478,7 +485,7 @@ Value f_round(const Value& v, CallArgs& a) {
 
 Value f_safe(const Value& v, CallArgs& a) {
   no_more_args("safe", a);
-  return v;
+  return Value::string(to_str(v));  // Markup(value): a string from here on
 }
 
 Value f_sort(const Value& v, CallArgs& a) {
@@ -602,7 +609,7 @@ Value f_unique(const Value& v, CallArgs& a) {
     seen.push_back(std::move(k));
     out.push_back(item);
   }
-  return Value::list(std::move(out));
+  return Value::generator(std::move(out));
 }
 
 Value f_wordcount(const Value& v, CallArgs& a) {
@@ -617,23 +624,39 @@ Value f_wordcount(const Value& v, CallArgs& a) {
   return Value::integer(words);
 }
 
+// jinja2's generator filters (map, select, unique, batch, items, ...) only fail once
+// iterated; an eager error is deferred into the generator.
+template <FilterFn F, bool kFalsyIsEmpty = false>
+Value lazy(const Value& v, CallArgs& a) {
+  if (kFalsyIsEmpty && !truthy(v)) {  // map and select* start with `if value:`
+    CallArgs none;
+    return F(Value::list({}), a.positional.empty() && a.keyword.empty() ? none : a);
+  }
+  try {
+    return F(v, a);
+  } catch (const Error& e) {
+    if (v.is_undefined() || v.is_string() || v.is_list() || v.is_dict()) throw;  // iterable: a real error
+    return Value::failing_generator(e.what());
+  }
+}
+
 struct NamedFilter {
   std::string_view name;
   FilterFn fn;  // nullptr: jinja2 has it, this renderer does not
 };
 
 constexpr NamedFilter kFilters[] = {
-    {"abs", f_abs}, {"attr", f_attr}, {"batch", f_batch}, {"capitalize", f_capitalize},
+    {"abs", f_abs}, {"attr", f_attr}, {"batch", lazy<f_batch>}, {"capitalize", f_capitalize},
     {"center", f_center}, {"count", f_length}, {"d", f_default}, {"default", f_default},
     {"dictsort", f_dictsort}, {"e", f_escape}, {"escape", f_escape}, {"filesizeformat", nullptr},
     {"first", f_first}, {"float", f_float}, {"forceescape", f_escape}, {"format", f_format},
     {"groupby", nullptr}, {"indent", f_indent}, {"int", f_int}, {"join", f_join}, {"last", f_last},
-    {"length", f_length}, {"list", f_list}, {"lower", f_lower}, {"items", f_items}, {"map", f_map},
-    {"min", f_min}, {"max", f_max}, {"pprint", f_pprint}, {"random", nullptr}, {"reject", f_reject},
-    {"rejectattr", f_rejectattr}, {"replace", f_replace}, {"reverse", f_reverse}, {"round", f_round},
-    {"safe", f_safe}, {"select", f_select}, {"selectattr", f_selectattr}, {"slice", nullptr},
+    {"length", f_length}, {"list", f_list}, {"lower", f_lower}, {"items", lazy<f_items>}, {"map", lazy<f_map, true>},
+    {"min", f_min}, {"max", f_max}, {"pprint", f_pprint}, {"random", nullptr}, {"reject", lazy<f_reject, true>},
+    {"rejectattr", lazy<f_rejectattr, true>}, {"replace", f_replace}, {"reverse", f_reverse}, {"round", f_round},
+    {"safe", f_safe}, {"select", lazy<f_select, true>}, {"selectattr", lazy<f_selectattr, true>}, {"slice", nullptr},
     {"sort", f_sort}, {"string", f_string}, {"striptags", nullptr}, {"sum", f_sum}, {"title", f_title},
-    {"trim", f_trim}, {"truncate", f_truncate}, {"unique", f_unique}, {"upper", f_upper},
+    {"trim", f_trim}, {"truncate", f_truncate}, {"unique", lazy<f_unique>}, {"upper", f_upper},
     {"urlencode", nullptr}, {"urlize", nullptr}, {"wordcount", f_wordcount}, {"wordwrap", nullptr},
     {"xmlattr", nullptr}, {"tojson", f_tojson},
 };
@@ -649,20 +672,31 @@ void no_test_args(CallArgs& a, const char* name) {
   if (!a.positional.empty() || !a.keyword.empty()) fail("test '", name, "' takes no arguments");
 }
 
-int64_t test_int(const Value& v, const char* name) {
+// value % divisor as Python computes it (numbers only; str % x would be formatting).
+double python_mod(const Value& v, const Value& divisor) {
   if (v.is_undefined()) raise_undefined(v);
-  if (!v.is_int() && !v.is_bool()) fail("test '", name, "' needs an integer, got ", type_name(v));
-  return v.as_int();
+  if (divisor.is_undefined()) raise_undefined(divisor);
+  if (v.is_string()) fail("not all arguments converted during string formatting");
+  if (!v.is_number() || !divisor.is_number())
+    fail("unsupported operand type(s) for %: '", type_name(v), "' and '", type_name(divisor), "'");
+  if (!v.is_float() && !divisor.is_float()) {
+    const int64_t d = divisor.as_int();
+    if (d == 0) fail("integer modulo by zero");
+    if (d == -1) return 0;
+    int64_t m = v.as_int() % d;
+    if (m != 0 && ((m < 0) != (d < 0))) m += d;
+    return static_cast<double>(m);
+  }
+  const double d = divisor.as_double();
+  if (d == 0) fail("float modulo");
+  double m = std::fmod(v.as_double(), d);
+  if (m != 0 && ((m < 0) != (d < 0))) m += d;
+  return m;
 }
 
-bool t_odd(const Value& v, CallArgs& a) { no_test_args(a, "odd"); return test_int(v, "odd") % 2 != 0; }
-bool t_even(const Value& v, CallArgs& a) { no_test_args(a, "even"); return test_int(v, "even") % 2 == 0; }
-bool t_divisibleby(const Value& v, CallArgs& a) {
-  const int64_t d = test_int(test_arg(a, "divisibleby"), "divisibleby");
-  if (d == 0) fail("integer modulo by zero");
-  if (d == -1) return true;
-  return test_int(v, "divisibleby") % d == 0;
-}
+bool t_odd(const Value& v, CallArgs& a) { no_test_args(a, "odd"); return python_mod(v, Value::integer(2)) == 1; }
+bool t_even(const Value& v, CallArgs& a) { no_test_args(a, "even"); return python_mod(v, Value::integer(2)) == 0; }
+bool t_divisibleby(const Value& v, CallArgs& a) { return python_mod(v, test_arg(a, "divisibleby")) == 0; }
 bool t_defined(const Value& v, CallArgs& a) { no_test_args(a, "defined"); return !v.is_undefined(); }
 bool t_undefined(const Value& v, CallArgs& a) { no_test_args(a, "undefined"); return v.is_undefined(); }
 bool t_filter(const Value& v, CallArgs& a) { no_test_args(a, "filter"); return v.is_string() && is_known_filter(v.as_string()); }
@@ -688,13 +722,16 @@ bool t_mapping(const Value& v, CallArgs& a) { no_test_args(a, "mapping"); return
 bool t_number(const Value& v, CallArgs& a) { no_test_args(a, "number"); return v.is_number(); }
 bool t_sequence(const Value& v, CallArgs& a) {
   no_test_args(a, "sequence");
-  return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
+  return v.is_undefined() || v.is_string() || (v.is_list() && !v.is_generator()) || v.is_dict();
 }
 bool t_iterable(const Value& v, CallArgs& a) {
   no_test_args(a, "iterable");
   return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
 }
-bool t_callable(const Value& v, CallArgs& a) { no_test_args(a, "callable"); return v.is_function(); }
+bool t_callable(const Value& v, CallArgs& a) {
+  no_test_args(a, "callable");
+  return v.is_function() || v.is_undefined();  // jinja2's Undefined defines __call__
+}
 bool t_sameas(const Value& v, CallArgs& a) {
   const Value& other = test_arg(a, "sameas");
   if (v.kind() != other.kind()) return false;

@@ -58,7 +58,7 @@ Value arith_add(const Value& l, const Value& r) {
     return checked_int(kAdd, l.as_int(), r.as_int());
   }
   if (l.is_string() && r.is_string()) return Value::string(l.as_string() + r.as_string());
-  if (l.is_list() && r.is_list() && l.is_tuple() == r.is_tuple()) {
+  if (l.is_list() && r.is_list() && l.is_tuple() == r.is_tuple() && !l.is_generator() && !r.is_generator()) {
     std::vector<Value> items = l.items();
     items.insert(items.end(), r.items().begin(), r.items().end());
     return Value::list(std::move(items), l.is_tuple());
@@ -78,6 +78,7 @@ Value repeat(const Value& seq, int64_t times, size_t max_bytes) {
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
     return Value::string(std::move(out));
   }
+  if (seq.is_generator()) fail("unsupported operand type(s) for *: 'generator' and 'int'");
   if (!seq.items().empty() && static_cast<uint64_t>(n) > max_bytes / seq.items().size())
     fail("repeated list too large");
   std::vector<Value> items;
@@ -117,6 +118,7 @@ Value arith_int_pow(int64_t base, int64_t exp) {
 
 Value arith(BinaryOp op, const Value& l, const Value& r, size_t max_bytes) {
   if (l.is_undefined()) raise_undefined(l);
+  if (op == BinaryOp::kMod && l.is_string()) return Value::string(percent_format(l.as_string(), r));
   if (r.is_undefined()) raise_undefined(r);
   const char* symbol = "+";
   switch (op) {
@@ -180,10 +182,12 @@ bool contains(const Value& container, const Value& item) {
         fail("'in <string>' requires string as left operand, not ", type_name(item));
       return container.as_string().find(item.as_string()) != std::string::npos;
     case Value::Kind::kList:
-      for (const auto& v : container.items())
+      for (const auto& v : iterate(container))
         if (equals(v, item)) return true;
       return false;
-    case Value::Kind::kDict: return container.dict_data().find(item) != nullptr;
+    case Value::Kind::kDict:
+      if ((item.is_list() && !item.is_tuple()) || item.is_dict()) fail("unhashable type: '", type_name(item), "'");
+      return container.dict_data().find(item) != nullptr;
     default: fail("argument of type '", type_name(container), "' is not iterable");
   }
 }

@@ -169,7 +169,10 @@ class JsonWriter {
       case Value::Kind::kInt: out_ += std::to_string(v.as_int()); return;
       case Value::Kind::kFloat: out_ += json_float(v.as_double()); return;
       case Value::Kind::kString: json_string(out_, v.as_string(), style_.ensure_ascii); return;
-      case Value::Kind::kList: write_list(v.items(), level); return;
+      case Value::Kind::kList:
+        if (v.is_generator()) not_serializable(v);
+        write_list(v.items(), level);
+        return;
       case Value::Kind::kDict: write_dict(v.dict_data(), level); return;
       default: not_serializable(v);
     }
@@ -306,6 +309,18 @@ Value Value::list(std::vector<Value> items, bool is_tuple) {
   return v;
 }
 
+Value Value::generator(std::vector<Value> items) {
+  Value v = list(std::move(items));
+  v.list_->is_generator = true;
+  return v;
+}
+
+Value Value::failing_generator(std::string error) {
+  Value v = generator({});
+  v.list_->deferred_error = std::move(error);
+  return v;
+}
+
 Value Value::dict(std::shared_ptr<DictData> data) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -355,7 +370,7 @@ bool truthy(const Value& v) {
     case Value::Kind::kInt: return v.as_int() != 0;
     case Value::Kind::kFloat: return v.as_double() != 0.0;
     case Value::Kind::kString: return !v.as_string().empty();
-    case Value::Kind::kList: return !v.items().empty();
+    case Value::Kind::kList: return v.is_generator() || !v.items().empty();
     case Value::Kind::kDict: return !v.dict_data().entries.empty();
     default: return true;
   }
@@ -401,7 +416,7 @@ std::string type_name(const Value& v) {
     case Value::Kind::kInt: return "int";
     case Value::Kind::kFloat: return "float";
     case Value::Kind::kString: return "str";
-    case Value::Kind::kList: return v.is_tuple() ? "tuple" : "list";
+    case Value::Kind::kList: return v.is_generator() ? "generator" : (v.is_tuple() ? "tuple" : "list");
     case Value::Kind::kDict: return "dict";
     case Value::Kind::kNamespace: return "Namespace";
     case Value::Kind::kFunction: return "function";
@@ -431,6 +446,7 @@ std::string repr(const Value& v) {
     case Value::Kind::kUndefined: return "Undefined";
     case Value::Kind::kString: return repr_string(v.as_string());
     case Value::Kind::kList: {
+      if (v.is_generator()) return "<generator object>";
       const bool tuple = v.is_tuple();
       std::string out = tuple ? "(" : "[";
       for (size_t i = 0; i < v.items().size(); ++i) {
@@ -467,6 +483,7 @@ bool equals(const Value& a, const Value& b) {
     case Value::Kind::kNone: return true;
     case Value::Kind::kString: return a.as_string() == b.as_string();
     case Value::Kind::kList: {
+      if (a.is_generator() || b.is_generator()) return a.identity() == b.identity();
       if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size()) return false;
       for (size_t i = 0; i < a.items().size(); ++i)
         if (!equals(a.items()[i], b.items()[i])) return false;
@@ -493,7 +510,7 @@ int compare(const Value& a, const Value& b, const char* op) {
     return a.as_int() < b.as_int() ? -1 : (a.as_int() > b.as_int() ? 1 : 0);
   }
   if (a.is_string() && b.is_string()) return a.as_string().compare(b.as_string()) < 0 ? -1 : (a.as_string() == b.as_string() ? 0 : 1);
-  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_generator() && !b.is_generator()) {
     const auto& x = a.items();
     const auto& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {

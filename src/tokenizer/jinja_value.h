@@ -21,6 +21,9 @@ class Value;
 struct ListData {
   std::vector<Value> items;
   bool is_tuple = false;  // only changes how it prints: (1, 2) instead of [1, 2]
+  // What jinja2's map/select/unique/... return: iterable, always true, no len(), no [i].
+  bool is_generator = false;
+  std::string deferred_error;  // a generator over a non-iterable fails only when iterated
 };
 
 struct DictData {
@@ -53,6 +56,8 @@ class Value {
   static Value real(double d);
   static Value string(std::string s);
   static Value list(std::vector<Value> items, bool is_tuple = false);
+  static Value generator(std::vector<Value> items);
+  static Value failing_generator(std::string error);
   static Value dict(std::shared_ptr<DictData> data);
   static Value dict();
   static Value name_space(std::shared_ptr<DictData> attributes);
@@ -80,6 +85,8 @@ class Value {
   const std::string& as_string() const { return string_; }  // kString; Undefined's hint
   const std::vector<Value>& items() const { return list_->items; }
   bool is_tuple() const { return list_->is_tuple; }
+  bool is_generator() const { return kind_ == Kind::kList && list_->is_generator; }
+  const std::string& deferred_error() const { return list_->deferred_error; }
   const DictData& dict_data() const { return *dict_; }
   DictData& namespace_data() const { return *dict_; }
   const Function& function_data() const { return *function_; }

@@ -77,8 +77,8 @@ class SpmTokenizer final : public Tokenizer {
 
 SpmTokenizer::SpmTokenizer(const GgufFile& gguf) {
   texts_ = gguf_string_array(gguf, "tokenizer.ggml.tokens", true);
-  const std::vector<double> scores = gguf_number_array(gguf, "tokenizer.ggml.scores");
-  const std::vector<double> types = gguf_number_array(gguf, "tokenizer.ggml.token_type");
+  const std::vector<double>& scores = gguf_number_array(gguf, "tokenizer.ggml.scores");
+  const std::vector<double>& types = gguf_number_array(gguf, "tokenizer.ggml.token_type");
   const size_t n = texts_.size();
   if (n >= (1u << 24)) fail(gguf.path(), ": ", n, " tokens is implausibly many");
   if (!scores.empty() && scores.size() < n) fail(gguf.path(), ": fewer scores than tokens");
@@ -93,7 +93,7 @@ SpmTokenizer::SpmTokenizer(const GgufFile& gguf) {
       fail(gguf.path(), ": duplicate token '", texts_[i], "'");
     }
     if (!scores.empty()) scores_[i] = static_cast<float>(scores[i]);
-    if (!types.empty()) attrs_[i] = attr_from_gguf_type(static_cast<int64_t>(types[i]));
+    attrs_[i] = gguf_token_attr(types, i);
     if (llama_cpp_forces_control(texts_[i])) attrs_[i] |= kAttrControl;
     const uint8_t attr = attrs_[i];
     const std::string& t = texts_[i];

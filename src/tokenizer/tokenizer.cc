@@ -190,12 +190,13 @@ std::string llama_cpp_decode(const Tokenizer& tok, const std::vector<int32_t>& i
   return options.clean_spaces ? clean_spaces(std::move(out)) : out;
 }
 
-std::vector<std::string> gguf_string_array(const GgufFile& gguf, const std::string& key,
-                                           bool required) {
+const std::vector<std::string>& gguf_string_array(const GgufFile& gguf, const std::string& key,
+                                                  bool required) {
+  static const std::vector<std::string> kNone;
   const GgufValue* v = gguf.find(key);
   if (v == nullptr) {
     if (required) fail(gguf.path(), ": missing ", key);
-    return {};
+    return kNone;
   }
   if (v->type != GgufType::ARRAY || v->array_type != GgufType::STRING) {
     fail(gguf.path(), ": ", key, " is not an array of strings");
@@ -203,14 +204,21 @@ std::vector<std::string> gguf_string_array(const GgufFile& gguf, const std::stri
   return v->strings;
 }
 
-std::vector<double> gguf_number_array(const GgufFile& gguf, const std::string& key) {
+const std::vector<double>& gguf_number_array(const GgufFile& gguf, const std::string& key) {
+  static const std::vector<double> kNone;
   const GgufValue* v = gguf.find(key);
-  if (v == nullptr) return {};
+  if (v == nullptr) return kNone;
   if (v->type != GgufType::ARRAY || v->array_type == GgufType::STRING ||
       v->array_type == GgufType::ARRAY) {
     fail(gguf.path(), ": ", key, " is not an array of numbers");
   }
   return v->numbers;
+}
+
+uint8_t gguf_token_attr(const std::vector<double>& types, size_t i) {
+  if (types.empty()) return kAttrNormal;
+  const double t = types[i];
+  return t >= 0 && t <= 6 ? attr_from_gguf_type(static_cast<int64_t>(t)) : 0;
 }
 
 int32_t gguf_token_id(const GgufFile& gguf, const std::string& key, int32_t fallback,

@@ -19,6 +19,7 @@ enum TokenAttr : uint8_t {
   kAttrUserDefined = 8,   // added but not special: <think>, <tool_call>
   kAttrUnused = 16,
   kAttrByte = 32,         // <0xXX> byte-fallback token
+  kAttrPresent = 64,      // the id has a token (HF vocabularies may leave holes)
 };
 
 // GGUF tokenizer.ggml.token_type values.
@@ -45,10 +46,12 @@ struct LlamaCppDecodeOptions {
 std::string llama_cpp_decode(const Tokenizer& tok, const std::vector<int32_t>& ids,
                              bool skip_special, const LlamaCppDecodeOptions& options);
 
-// Helpers for GGUF metadata.
-std::vector<std::string> gguf_string_array(const GgufFile& gguf, const std::string& key,
-                                           bool required);
-std::vector<double> gguf_number_array(const GgufFile& gguf, const std::string& key);
+// Helpers for GGUF metadata (arrays are returned from the file's metadata, not copied).
+const std::vector<std::string>& gguf_string_array(const GgufFile& gguf, const std::string& key,
+                                                  bool required);
+const std::vector<double>& gguf_number_array(const GgufFile& gguf, const std::string& key);
+// tokenizer.ggml.token_type[i] as attributes (normal when the array is absent).
+uint8_t gguf_token_attr(const std::vector<double>& types, size_t i);
 int32_t gguf_token_id(const GgufFile& gguf, const std::string& key, int32_t fallback,
                       int32_t vocab_size);
 

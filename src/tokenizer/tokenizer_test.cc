@@ -424,6 +424,53 @@ TEST(TokenizerTest, TinySentencePieceGguf) {
   std::remove(path.c_str());
 }
 
+// A byte-level BPE vocabulary in a GGUF: the 256 byte characters, "ab", "abc", a BOS.
+std::string tiny_bpe_gguf(const std::string& pre) {
+  std::vector<std::string> tokens;
+  uint32_t next_unprintable = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const uint32_t cp = printable ? b : next_unprintable++;
+    std::string s;
+    if (cp < 0x80) {
+      s.push_back(static_cast<char>(cp));
+    } else {
+      s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+    tokens.push_back(s);
+  }
+  tokens.insert(tokens.end(), {"ab", "abc", "<|begin_of_text|>"});
+  std::vector<int32_t> types(tokens.size(), 1);
+  types.back() = 3;
+  testing_io::GgufBuilder b;
+  b.add_string("tokenizer.ggml.model", "gpt2");
+  b.add_string("tokenizer.ggml.pre", pre);
+  b.add_strings("tokenizer.ggml.tokens", tokens);
+  b.add_i32s("tokenizer.ggml.token_type", types);
+  b.add_strings("tokenizer.ggml.merges", {"a b"});
+  b.add_u32("tokenizer.ggml.bos_token_id", 258);
+  b.add_u32("tokenizer.ggml.eos_token_id", 258);
+  return b.build();
+}
+
+TEST(TokenizerTest, GgufPreTokenizerNamesSelectTheirRules) {
+  const std::string path = testing_io::temp_path("bpe.gguf");
+  testing_io::write_file(path, tiny_bpe_gguf("qwen2"));
+  auto qwen = Tokenizer::load(path);
+  EXPECT_FALSE(qwen->add_bos());
+  EXPECT_EQ(qwen->encode("abc"), (std::vector<int32_t>{256, 'c'}));  // merges only: ab + c
+  EXPECT_EQ(qwen->encode("1234"), (std::vector<int32_t>{'1', '2', '3', '4'}));
+  // Llama 3: words found whole in the vocabulary skip the merges; BOS is added by default.
+  testing_io::write_file(path, tiny_bpe_gguf("llama-bpe"));
+  auto llama = Tokenizer::load(path);
+  EXPECT_TRUE(llama->add_bos());
+  EXPECT_EQ(llama->encode("abc"), (std::vector<int32_t>{258, 257}));
+  EXPECT_EQ(llama->encode("<|begin_of_text|>ab"), (std::vector<int32_t>{258, 258, 256}));
+  EXPECT_EQ(llama->decode({258, 256, 'c'}, true), "abc");
+  std::remove(path.c_str());
+}
+
 TEST(TokenizerTest, MalformedGgufVocabularyIsAnError) {
   const std::string path = testing_io::temp_path("bad.gguf");
   {

@@ -16,6 +16,8 @@ namespace {
 
 constexpr int64_t kRowTile = 16;    // weight rows kept hot while tokens pass over them
 constexpr int64_t kTokenTile = 64;  // tokens per pass; bounds the activation working set
+// Below this much weight traffic (bytes x tokens) waking the pool costs more than it saves.
+constexpr size_t kMinParallelBytes = size_t{64} << 10;
 
 // Per-thread scratch for quantized activations; grows, never shrinks.
 uint8_t* activation_scratch(size_t bytes) {
@@ -91,9 +93,12 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
     p.act = scratch;
   }
 
+  const bool inline_only = static_cast<size_t>(n_rows) * w_row_bytes * static_cast<size_t>(n_tokens) < kMinParallelBytes;
   if (n_tokens == 1) {
+    if (inline_only) return gemv_rows(p, 0, n_rows);
     pool.parallel_for(n_rows, [&p](int64_t r0, int64_t r1, int) { gemv_rows(p, r0, r1); }, p.kernels.tile_rows);
   } else {
+    if (inline_only) return gemm_rows(p, 0, n_rows);
     pool.parallel_for(n_rows, [&p](int64_t r0, int64_t r1, int) { gemm_rows(p, r0, r1); }, kRowTile);
   }
 }
