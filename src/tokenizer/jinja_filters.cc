@@ -336,7 +336,7 @@ Value f_upper(const Value& v, CallArgs& a) {
 
 Value f_items(const Value& v, CallArgs& a) {
   no_more_args("items", a);
-  if (v.is_undefined()) return Value::list({});
+  if (v.is_undefined()) return Value::generator({});
   if (!v.is_dict()) return Value::failing_generator("Can only get item pairs from a mapping.");
   std::vector<Value> pairs;
   for (const auto& [k, item] : v.dict_data().entries) pairs.push_back(Value::list({k, item}, true));
@@ -544,7 +544,7 @@ Value f_title(const Value& v, CallArgs& a) {
     const bool sep = is_separator(cps[i]);
     while (j < cps.size() && is_separator(cps[j]) == sep) ++j;
     const std::u32string piece = cps.substr(i, j - i);
-    append_utf8(out, to_upper(piece[0]));
+    out += str_upper(encode_utf8(piece.substr(0, 1)));  // "ß" -> "SS" as in Python
     out += str_lower(encode_utf8(std::u32string_view(piece).substr(1)));
     i = j;
   }
@@ -605,6 +605,7 @@ Value f_unique(const Value& v, CallArgs& a) {
   std::vector<Value> seen, out;
   for (const auto& item : iterate(v)) {
     Value k = key_of(item, attribute, case_sensitive);
+    if ((k.is_list() && !k.is_tuple()) || k.is_dict()) fail("unhashable type: '", type_name(k), "'");
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, k); })) continue;
     seen.push_back(std::move(k));
     out.push_back(item);
@@ -625,7 +626,7 @@ Value f_wordcount(const Value& v, CallArgs& a) {
 }
 
 // jinja2's generator filters (map, select, unique, batch, items, ...) only fail once
-// iterated; an eager error is deferred into the generator.
+// iterated: any error is deferred into the generator.
 template <FilterFn F, bool kFalsyIsEmpty = false>
 Value lazy(const Value& v, CallArgs& a) {
   if (kFalsyIsEmpty && !truthy(v)) {  // map and select* start with `if value:`
@@ -635,7 +636,6 @@ Value lazy(const Value& v, CallArgs& a) {
   try {
     return F(v, a);
   } catch (const Error& e) {
-    if (v.is_undefined() || v.is_string() || v.is_list() || v.is_dict()) throw;  // iterable: a real error
     return Value::failing_generator(e.what());
   }
 }

@@ -321,6 +321,7 @@ class Renderer {
       body_scope->set("loop", make_loop(items, i, last_changed));
       if (exec_body(n.body, body_scope, out) == Flow::kBreak) break;
     }
+    last_changed->reset();  // it may hold the loop object itself: break the cycle
     return Flow::kNormal;
   }
 
