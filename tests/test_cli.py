@@ -155,3 +155,28 @@ def test_default_model_chat_answers():
             check=True, timeout=900)
     assert "def " in r.stdout
     assert "decode:" in r.stderr
+
+
+def corpus_cases(name):
+    fixtures = ROOT / "tests" / "fixtures" / "tokenizer"
+    texts = json.loads((fixtures / "corpus.json").read_text())["texts"]
+    ref = json.loads((fixtures / f"{name}.json").read_text())
+    return texts, ref
+
+
+@pytest.mark.parametrize("source", ["tokenizer.json", "folder", "gguf"])
+def test_tokenize_command_matches_reference_ids(source):
+    """`zen tokenize` prints exactly the reference tokenizer's ids (fixtures from tools/make_tokenizer_fixtures.py)."""
+    if source == "gguf":
+        need(DEFAULT_MODEL, "default model")
+        path, (texts, ref) = DEFAULT_MODEL, corpus_cases("default")
+    else:
+        folder = ROOT.parent / "shared" / "data" / "tokenizers" / "qwen3"
+        need(folder, "shared Qwen3 tokenizer")
+        path = folder / "tokenizer.json" if source == "tokenizer.json" else folder
+        texts, ref = corpus_cases("qwen3")
+    for text, ids in list(zip(texts, ref["ids"]))[:12]:
+        if text.startswith("-"):
+            continue  # would read as a flag
+        out = zen("tokenize", "--tokenizer", path, text, check=True).stdout.split()
+        assert [int(x) for x in out] == ids, text
