@@ -17,7 +17,6 @@ Run: .venv-tools/bin/python tools/make_llamacpp_reference.py [model.gguf]
      (default models/default/model.gguf)
 """
 import argparse
-import ctypes
 import hashlib
 import json
 import math

@@ -18,7 +18,6 @@ import argparse
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import shutil
 import sys
