@@ -1,6 +1,8 @@
 // Scalar conversions between f32 and the storage types of the family.
 #pragma once
 #include <cstdint>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace zen {
@@ -58,6 +60,57 @@ inline uint16_t f32_to_f16(float f) {
   }
   uint32_t r = x + 0xfffu + ((x >> 13) & 1u) - (112u << 23);
   return static_cast<uint16_t>(sign | (r >> 13));
+}
+
+// FP8 (OCP): E4M3 "fn" (bias 7, no infinities, 0x7f/0xff are NaN, max 448) and E5M2
+// (bias 15, IEEE-like, max 57344). Decoding is exact; encoding rounds to nearest even and
+// saturates to the largest finite value (as torch's float8 casts do for in-range inputs and
+// as vLLM's fp8 KV cache does), NaN stays NaN.
+inline float fp8_e4m3_to_f32(uint8_t b) {
+  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
+  const uint32_t exp = (b >> 3) & 0xfu, mant = b & 0x7u;
+  if (exp == 0xf && mant == 0x7) return bits_to_f32(sign | 0x7fc00000u);
+  if (exp == 0) {
+    const float v = static_cast<float>(mant) * (1.0f / 512.0f);  // mant * 2^-9
+    return sign != 0u ? -v : v;
+  }
+  return bits_to_f32(sign | ((exp + 120u) << 23) | (mant << 20));
+}
+
+inline float fp8_e5m2_to_f32(uint8_t b) { return f16_to_f32(static_cast<uint16_t>(b) << 8); }
+
+namespace detail {
+// Rounds |f| to a float with `mant_bits` mantissa bits and minimum normal exponent
+// `min_exp` (subnormals below it), nearest even, then saturates at max_finite.
+inline float round_to_minifloat(float f, int mant_bits, int min_exp, float max_finite) {
+  const float a = std::fabs(f);
+  if (a >= max_finite) return max_finite;
+  int e;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  const int exp = std::max(e - 1, min_exp);
+  const float quantum = std::ldexp(1.0f, exp - mant_bits);
+  const float r = std::nearbyint(a / quantum) * quantum;  // default rounding: nearest even
+  return std::min(r, max_finite);
+}
+}  // namespace detail
+
+inline uint8_t f32_to_fp8_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float r = detail::round_to_minifloat(f, 3, -6, 448.0f);
+  if (r == 0.0f) return sign;
+  int e;
+  const float m = std::frexp(r, &e);  // r = m * 2^e
+  const int exp = e - 1;
+  if (exp < -6) return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::lround(r * 512.0f)));
+  const auto mant = static_cast<uint8_t>(std::lround((m * 2.0f - 1.0f) * 8.0f));
+  return static_cast<uint8_t>(sign | ((exp + 7) << 3) | mant);
+}
+
+inline uint8_t f32_to_fp8_e5m2(float f) {
+  if (std::isnan(f)) return 0x7e;
+  const float r = detail::round_to_minifloat(f, 2, -14, 57344.0f);
+  return static_cast<uint8_t>(f32_to_f16(std::signbit(f) ? -r : r) >> 8);  // exact in f16
 }
 
 }  // namespace zen

@@ -186,8 +186,7 @@ void DenseModel::attention_block(const DenseLayer& L, int layer, KvCache& cache,
     }
     rope_.apply(q, nh, hd, &cos_[t * half], &sin_[t * half]);
     rope_.apply(k, nkv, hd, &cos_[t * half], &sin_[t * half]);
-    std::copy(k, k + kv_dim, cache.k(layer, p0 + t));
-    std::copy(v, v + kv_dim, cache.v(layer, p0 + t));
+    cache.store(layer, p0 + t, k, v);
   }
   attend(layer, cache, n, p0);
   kernels::matmul(*L.wo, attn_.data(), n, tmp_.data(), pool_);
@@ -196,9 +195,9 @@ void DenseModel::attention_block(const DenseLayer& L, int layer, KvCache& cache,
 
 // Causal attention of n new tokens (positions p0..p0+n-1) over the cache, one (token, head)
 // pair per work item, so each output is computed by one thread in a fixed order.
-void DenseModel::attend(int layer, KvCache& cache, int64_t n, int64_t p0) {
+void DenseModel::attend(int layer, const KvCache& cache, int64_t n, int64_t p0) {
   const int64_t hd = cfg_.head_dim, nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
-  const int64_t group = nh / nkv, kv_dim = nkv * hd, context = p0 + n;
+  const int64_t group = nh / nkv, context = p0 + n;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   pool_.parallel_for(n * nh, [&](int64_t begin, int64_t end, int thread) {
     float* scores = &scores_[static_cast<size_t>(thread) * static_cast<size_t>(context)];
@@ -209,7 +208,7 @@ void DenseModel::attend(int layer, KvCache& cache, int64_t n, int64_t p0) {
       float* out = &attn_[(t * nh + h) * hd];
       float max_score = -INFINITY;
       for (int64_t j = 0; j < len; ++j) {
-        scores[j] = kernels::dot_f32(q, cache.k(layer, j) + g * hd, hd) * scale;
+        scores[j] = cache.dot_k(layer, j, g, q) * scale;
         max_score = std::max(max_score, scores[j]);
       }
       float sum = 0.0f;
@@ -219,9 +218,8 @@ void DenseModel::attend(int layer, KvCache& cache, int64_t n, int64_t p0) {
       }
       const float inv = 1.0f / sum;
       std::fill(out, out + hd, 0.0f);
-      for (int64_t j = 0; j < len; ++j) kernels::axpy_f32(scores[j] * inv, cache.v(layer, j) + g * hd, out, hd);
+      for (int64_t j = 0; j < len; ++j) cache.axpy_v(layer, j, g, scores[j] * inv, out);
     }
-    (void)kv_dim;
   });
 }
 

@@ -49,7 +49,7 @@ class DenseModel final : public Model {
   void bind_weights(bool strict);  // takes every tensor from the checkpoint ledger
   void attention_block(const DenseLayer& L, int layer, KvCache& cache, int64_t n, int64_t p0);
   void mlp_block(const DenseLayer& L, int64_t n);
-  void attend(int layer, KvCache& cache, int64_t n, int64_t p0);
+  void attend(int layer, const KvCache& cache, int64_t n, int64_t p0);
   void ensure_buffers(int64_t n, int64_t context);
 
   std::unique_ptr<Checkpoint> ckpt_;

@@ -8,22 +8,6 @@
 
 namespace zen {
 
-KvCache::KvCache(const ModelConfig& cfg, int64_t capacity)
-    : capacity_(capacity), row_(cfg.num_kv_heads * cfg.head_dim), layer_stride_(capacity * row_) {
-  if (capacity <= 0) fail("KV cache capacity must be positive, got ", capacity);
-  const auto total = static_cast<size_t>(cfg.num_layers) * static_cast<size_t>(layer_stride_);
-  k_.resize(total);
-  v_.resize(total);
-}
-
-void KvCache::truncate(int64_t n) {
-  ZEN_CHECK(n >= 0 && n <= n_past_, "truncate to ", n, " of ", n_past_);
-  n_past_ = n;
-}
-
-float* KvCache::k(int layer, int64_t pos) { return &k_[static_cast<size_t>(layer * layer_stride_ + pos * row_)]; }
-float* KvCache::v(int layer, int64_t pos) { return &v_[static_cast<size_t>(layer * layer_stride_ + pos * row_)]; }
-
 namespace {
 
 // generation_config.json's eos_token_id (int or list) overrides config.json's.

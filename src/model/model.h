@@ -9,6 +9,7 @@
 
 #include "io/checkpoint.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "tokenizer/tokenizer.h"
 
 namespace zen {
@@ -21,26 +22,6 @@ struct LoadOptions {
   // false: load despite missing/unexpected tensors so `zen inspect` can report them; such a
   // model refuses to run.
   bool strict = true;
-};
-
-// Per-sequence attention state: K and V for every layer, f32, [layer][pos][kv_heads*head_dim].
-class KvCache {
- public:
-  KvCache(const ModelConfig& cfg, int64_t capacity);
-  int64_t size() const { return n_past_; }  // tokens already in the cache
-  int64_t capacity() const { return capacity_; }
-  void clear() { n_past_ = 0; }
-  void truncate(int64_t n);  // drop tokens from position n on
-  float* k(int layer, int64_t pos);
-  float* v(int layer, int64_t pos);
-  void advance(int64_t n) { n_past_ += n; }
-
- private:
-  int64_t capacity_;
-  int64_t n_past_ = 0;
-  int64_t row_;     // kv_heads * head_dim
-  int64_t layer_stride_;
-  std::vector<float> k_, v_;
 };
 
 class Model {
@@ -56,8 +37,8 @@ class Model {
   virtual ThreadPool& pool() = 0;
   virtual void attach_tokenizer(std::unique_ptr<Tokenizer> tok) = 0;
 
-  std::unique_ptr<KvCache> new_cache(int64_t capacity) const {
-    return std::make_unique<KvCache>(config(), capacity);
+  std::unique_ptr<KvCache> new_cache(int64_t capacity, KvDType dtype = KvDType::F32) const {
+    return std::make_unique<KvCache>(config(), capacity, dtype);
   }
   // Appends tokens at positions cache.size() ... and writes logits: [tokens.size(), vocab]
   // when all_logits, else only the last token's row [vocab].
