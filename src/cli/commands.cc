@@ -26,6 +26,8 @@ namespace fs = std::filesystem;
 const FlagSpec kModelFlag{"model", FlagKind::String, "model path: HF folder, .safetensors, or .gguf (default: the installed default model)", {}};
 const FlagSpec kThreadsFlag{"threads", FlagKind::Int, "worker threads (default: all cores)", {}};
 const FlagSpec kHelpFlag{"help", FlagKind::Bool, "show this help", {}};
+const FlagSpec kKvQuantFlag{"kv-cache-quant", FlagKind::Choice, "KV cache precision (auto = f32 on the CPU)",
+                            {"auto", "f32", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"}};
 
 bool wants_help(const Flags& f) {
   if (!f.flag("help")) return false;
@@ -79,7 +81,7 @@ int run_command(int argc, char** argv) {
                   {"frequency-penalty", FlagKind::Float, "OpenAI frequency penalty in [-2, 2]", {}},
                   {"seed", FlagKind::Int, "random seed (same seed, same output)", {}},
                   {"ignore-eos", FlagKind::Bool, "keep generating to --max-tokens past end-of-sequence", {}},
-                  kThreadsFlag, kHelpFlag});
+                  kKvQuantFlag, kThreadsFlag, kHelpFlag});
   f.parse(argc, argv, 2);
   if (wants_help(f)) return 0;
   if (!f.positional().empty()) fail("unexpected argument '", f.positional()[0], "' (the prompt goes in --prompt)");
@@ -90,6 +92,7 @@ int run_command(int argc, char** argv) {
   opts.max_tokens = f.integer("max-tokens", 256);
   if (opts.max_tokens < 0) fail("--max-tokens must be >= 0, got ", opts.max_tokens);
   opts.ignore_eos = f.flag("ignore-eos");
+  opts.kv_dtype = parse_kv_cache_quant(f.str("kv-cache-quant", "auto"));
   SamplingParams& s = opts.sampling;
   s.temperature = static_cast<float>(f.number("temperature", 0.0));
   s.top_k = static_cast<int32_t>(f.integer("top-k", 0));
@@ -171,7 +174,7 @@ int perplexity_command(int argc, char** argv) {
                          {"chunks", FlagKind::Int, "score only the first N windows (default: all)", {}},
                          {"batch", FlagKind::Int, "tokens per forward pass (default 256)", {}},
                          {"dump-logits", FlagKind::String, "write the f32 logits [tokens x vocab] to this .npy", {}},
-                         kThreadsFlag, kHelpFlag});
+                         kKvQuantFlag, kThreadsFlag, kHelpFlag});
   f.parse(argc, argv, 2);
   if (wants_help(f)) return 0;
   if (!f.has("file")) fail("--file is required (the text to score)");
@@ -186,7 +189,8 @@ int perplexity_command(int argc, char** argv) {
   const auto body = tok.encode(read_input_file(f.str("file")), /*parse_special=*/false);
   ids.insert(ids.end(), body.begin(), body.end());
   const PerplexityResult r =
-      perplexity(*model, ids, f.integer("ctx", 512), f.integer("chunks", 0), f.str("dump-logits"), batch);
+      perplexity(*model, ids, f.integer("ctx", 512), f.integer("chunks", 0), f.str("dump-logits"), batch,
+                 parse_kv_cache_quant(f.str("kv-cache-quant", "auto")));
   std::fprintf(stderr, "scored %" PRId64 " tokens in %.2f s (%.1f tok/s)\n", r.tokens_scored, r.seconds,
                static_cast<double>(r.tokens_scored) / std::max(1e-9, r.seconds));
   std::printf("mean nll: %.6f\nperplexity: %.4f\n", r.mean_nll, r.perplexity);

@@ -66,7 +66,7 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
   GenerateResult result;
   result.prompt_tokens = n_prompt;
   result.finish_reason = "length";
-  auto cache = model.new_cache(n_prompt + opts.max_tokens);
+  auto cache = model.new_cache(n_prompt + opts.max_tokens, opts.kv_dtype);
   Sampler sampler(opts.sampling, prompt);
   std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));
 
@@ -97,7 +97,7 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
 }
 
 PerplexityResult perplexity(Model& model, std::span<const int32_t> tokens, int64_t ctx, int64_t max_chunks,
-                            const std::string& dump_path, int64_t batch) {
+                            const std::string& dump_path, int64_t batch, KvDType kv_dtype) {
   const ModelConfig& cfg = model.config();
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   if (ctx < 2) fail("--ctx must be at least 2, got ", ctx);
@@ -111,7 +111,7 @@ PerplexityResult perplexity(Model& model, std::span<const int32_t> tokens, int64
 
   std::unique_ptr<NpyWriter> dump;
   if (!dump_path.empty()) dump = std::make_unique<NpyWriter>(dump_path, evaluated, V);
-  auto cache = model.new_cache(std::min(ctx, evaluated));
+  auto cache = model.new_cache(std::min(ctx, evaluated), kv_dtype);
   std::vector<float> logits(static_cast<size_t>(batch * V));
   PerplexityResult r;
   double nll_sum = 0;

@@ -16,6 +16,7 @@ struct GenerateOptions {
   int64_t max_tokens = 256;
   bool ignore_eos = false;
   int64_t prefill_chunk = 512;  // tokens per forward during prefill
+  KvDType kv_dtype = KvDType::F32;
   SamplingParams sampling;
 };
 
@@ -42,6 +43,7 @@ struct PerplexityResult {
 // scores every token after the first from its prefix. When dump_path is non-empty, writes the
 // f32 logits of every evaluated token as a .npy [tokens, vocab].
 PerplexityResult perplexity(Model& model, std::span<const int32_t> tokens, int64_t ctx, int64_t max_chunks,
-                            const std::string& dump_path = "", int64_t batch = 256);
+                            const std::string& dump_path = "", int64_t batch = 256,
+                            KvDType kv_dtype = KvDType::F32);
 
 }  // namespace zen

@@ -1,0 +1,77 @@
+#include "model/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "base/error.h"
+
+namespace zen {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.num_layers = 2;
+  c.num_kv_heads = 3;
+  c.head_dim = 10;
+  return c;
+}
+
+// Reading back through dot_k / axpy_v equals f32 math on the stored (rounded) values, and the
+// rounding error is within the format's relative precision.
+TEST(KvCache, EveryPrecisionRoundTripsWithinItsUlp) {
+  const ModelConfig cfg = small_config();
+  const int64_t row = cfg.num_kv_heads * cfg.head_dim;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  struct Case { KvDType t; float rel; };
+  for (const Case c : {Case{KvDType::F32, 0.0f}, Case{KvDType::BF16, 1.0f / 256}, Case{KvDType::F8_E4M3, 1.0f / 16},
+                       Case{KvDType::F8_E5M2, 1.0f / 8}}) {
+    KvCache cache(cfg, 5, c.t);
+    std::vector<float> k(static_cast<size_t>(row)), v(k.size()), q(static_cast<size_t>(cfg.head_dim));
+    for (auto& x : k) x = d(rng);
+    for (auto& x : v) x = d(rng);
+    for (auto& x : q) x = d(rng);
+    cache.store(1, 4, k.data(), v.data());
+    for (int64_t h = 0; h < cfg.num_kv_heads; ++h) {
+      float exact = 0, bound = 0;
+      for (int64_t i = 0; i < cfg.head_dim; ++i) {
+        exact += q[static_cast<size_t>(i)] * k[static_cast<size_t>(h * cfg.head_dim + i)];
+        bound += std::fabs(q[static_cast<size_t>(i)] * k[static_cast<size_t>(h * cfg.head_dim + i)]) * c.rel;
+      }
+      EXPECT_NEAR(cache.dot_k(1, 4, h, q.data()), exact, bound + 1e-4f) << kv_dtype_name(c.t);
+      std::vector<float> out(static_cast<size_t>(cfg.head_dim), 1.0f);
+      cache.axpy_v(1, 4, h, 0.5f, out.data());
+      for (int64_t i = 0; i < cfg.head_dim; ++i) {
+        const float want = 1.0f + 0.5f * v[static_cast<size_t>(h * cfg.head_dim + i)];
+        EXPECT_NEAR(out[static_cast<size_t>(i)], want, std::fabs(0.5f * v[static_cast<size_t>(h * cfg.head_dim + i)]) * c.rel + 1e-6f);
+      }
+    }
+    EXPECT_EQ(cache.bytes_per_token(), static_cast<size_t>(2 * cfg.num_layers * row) * kv_dtype_bytes(c.t));
+  }
+}
+
+TEST(KvCache, ParseNamesAcceptedValues) {
+  EXPECT_EQ(parse_kv_cache_quant("auto"), KvDType::F32);
+  EXPECT_EQ(parse_kv_cache_quant("fp8"), KvDType::F8_E4M3);
+  EXPECT_EQ(parse_kv_cache_quant("fp8_e5m2"), KvDType::F8_E5M2);
+  EXPECT_EQ(parse_kv_cache_quant("bf16"), KvDType::BF16);
+  try {
+    parse_kv_cache_quant("int4");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8_e4m3"), std::string::npos);
+  }
+}
+
+TEST(KvCache, FullCacheIsAnErrorNotAnOverflow) {
+  KvCache cache(small_config(), 2);
+  std::vector<float> row(30, 1.0f);
+  EXPECT_THROW(cache.store(0, 2, row.data(), row.data()), Error);
+  EXPECT_THROW(KvCache(small_config(), 0), Error);
+}
+
+}  // namespace
+}  // namespace zen
