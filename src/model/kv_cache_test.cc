@@ -26,9 +26,9 @@ TEST(KvCache, EveryPrecisionRoundTripsWithinItsUlp) {
   const int64_t row = cfg.num_kv_heads * cfg.head_dim;
   std::mt19937 rng(3);
   std::normal_distribution<float> d(0.0f, 2.0f);
-  struct Case { KvDType t; float rel; };
-  for (const Case c : {Case{KvDType::F32, 0.0f}, Case{KvDType::BF16, 1.0f / 256}, Case{KvDType::F8_E4M3, 1.0f / 16},
-                       Case{KvDType::F8_E5M2, 1.0f / 8}}) {
+  struct Case { KvDType t; float rel; float abs; };  // abs: half the subnormal step
+  for (const Case c : {Case{KvDType::F32, 0.0f, 0.0f}, Case{KvDType::BF16, 1.0f / 256, 0.0f},
+                       Case{KvDType::F8_E4M3, 1.0f / 16, 0x1p-10f}, Case{KvDType::F8_E5M2, 1.0f / 8, 0x1p-17f}}) {
     KvCache cache(cfg, 5, c.t);
     std::vector<float> k(static_cast<size_t>(row)), v(k.size()), q(static_cast<size_t>(cfg.head_dim));
     for (auto& x : k) x = d(rng);
@@ -39,14 +39,15 @@ TEST(KvCache, EveryPrecisionRoundTripsWithinItsUlp) {
       float exact = 0, bound = 0;
       for (int64_t i = 0; i < cfg.head_dim; ++i) {
         exact += q[static_cast<size_t>(i)] * k[static_cast<size_t>(h * cfg.head_dim + i)];
-        bound += std::fabs(q[static_cast<size_t>(i)] * k[static_cast<size_t>(h * cfg.head_dim + i)]) * c.rel;
+        bound += std::fabs(q[static_cast<size_t>(i)] * k[static_cast<size_t>(h * cfg.head_dim + i)]) * c.rel +
+                 std::fabs(q[static_cast<size_t>(i)]) * c.abs;
       }
       EXPECT_NEAR(cache.dot_k(1, 4, h, q.data()), exact, bound + 1e-4f) << kv_dtype_name(c.t);
       std::vector<float> out(static_cast<size_t>(cfg.head_dim), 1.0f);
       cache.axpy_v(1, 4, h, 0.5f, out.data());
       for (int64_t i = 0; i < cfg.head_dim; ++i) {
         const float want = 1.0f + 0.5f * v[static_cast<size_t>(h * cfg.head_dim + i)];
-        EXPECT_NEAR(out[static_cast<size_t>(i)], want, std::fabs(0.5f * v[static_cast<size_t>(h * cfg.head_dim + i)]) * c.rel + 1e-6f);
+        EXPECT_NEAR(out[static_cast<size_t>(i)], want, std::fabs(0.5f * v[static_cast<size_t>(h * cfg.head_dim + i)]) * c.rel + 0.5f * c.abs + 1e-6f);
       }
     }
     EXPECT_EQ(cache.bytes_per_token(), static_cast<size_t>(2 * cfg.num_layers * row) * kv_dtype_bytes(c.t));
