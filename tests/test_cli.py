@@ -180,3 +180,18 @@ def test_tokenize_command_matches_reference_ids(source):
             continue  # would read as a flag
         out = zen("tokenize", "--tokenizer", path, text, check=True).stdout.split()
         assert [int(x) for x in out] == ids, text
+
+
+def test_kv_cache_precision_changes_perplexity_a_little():
+    need(STORIES, "stories260K")
+    ppl = {}
+    for q in ("auto", "bf16", "fp8_e4m3", "fp8_e5m2"):
+        r = zen("perplexity", "--model", STORIES, "--file", "/usr/share/common-licenses/GPL-3", "--ctx", "128",
+                "--chunks", "2", "--kv-cache-quant", q, check=True)
+        ppl[q] = float(r.stdout.strip().splitlines()[-1].split()[1])
+    assert ppl["bf16"] == pytest.approx(ppl["auto"], rel=0.02)
+    assert ppl["fp8_e4m3"] == pytest.approx(ppl["auto"], rel=0.05)
+    assert ppl["fp8_e5m2"] == pytest.approx(ppl["auto"], rel=0.15)
+    assert len(set(ppl.values())) > 1  # the setting really changes the cache
+    r = zen("perplexity", "--model", STORIES, "--file", "/usr/share/common-licenses/GPL-3", "--kv-cache-quant", "int4")
+    assert r.returncode == 1 and "--kv-cache-quant must be one of" in r.stderr
