@@ -6,7 +6,6 @@
 
 #include "base/error.h"
 #include "base/numeric.h"
-#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "model/weight_names.h"
@@ -19,17 +18,6 @@ std::vector<float> to_f32_vector(const TensorView& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   kernels::dequantize_row(t.dtype, t.data, out.data(), t.numel());
   return out;
-}
-
-bool is_matmul_dtype(DType t) {
-  switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
-    case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q4_K: case DType::Q5_K:
-    case DType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
 }
 
 bool is_vector_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
@@ -48,11 +36,10 @@ void DenseModel::bind_weights(bool strict) {
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
   const int64_t q_dim = cfg_.num_heads * cfg_.head_dim, kv_dim = cfg_.num_kv_heads * cfg_.head_dim;
 
-  auto matrix = [&](const std::string& name, std::vector<int64_t> shape) -> const TensorView* {
-    const TensorView* t = c.take(name, shape);
-    if (t != nullptr && !is_matmul_dtype(t->dtype))
-      c.note_mismatch(name + ": dtype " + dtype_name(t->dtype) + " is not supported for matrices");
-    return t;
+  // Projections stay in their stored format (plain, GGUF blocks, FP8, NVFP4); see linear.h.
+  const QuantConfig quant = QuantConfig::from_checkpoint(c);
+  auto matrix = [&](const std::string& name, std::vector<int64_t> shape) -> Linear {
+    return Linear::bind(c, name, std::move(shape), quant);
   };
   auto vec = [&](const std::string& name, int64_t n) -> std::vector<float> {
     const TensorView* t = c.take(name, {n});
@@ -73,7 +60,7 @@ void DenseModel::bind_weights(bool strict) {
   } else {
     if (cfg_.tie_word_embeddings) c.ignore(names.lm_head(), "tied to the embedding (tie_word_embeddings)");
     else w_.lm_head = matrix(names.lm_head(), {V, H});
-    if (w_.lm_head == nullptr) w_.lm_head = w_.embed;
+    if (!w_.lm_head.valid()) w_.lm_head = w_.embed;
   }
   c.ignore(R"(model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq)", "recomputed from the config");
   c.ignore("rope_freqs.weight", "recomputed from the config");
@@ -142,8 +129,7 @@ void DenseModel::forward(KvCache& cache, std::span<const int32_t> tokens, float*
   for (int64_t t = 0; t < n; ++t) {
     const int32_t id = tokens[static_cast<size_t>(t)];
     if (id < 0 || id >= cfg_.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
-    const size_t row_bytes = dtype_row_bytes(w_.embed->dtype, H);
-    kernels::dequantize_row(w_.embed->dtype, w_.embed->data + static_cast<size_t>(id) * row_bytes, &x_[t * H], H);
+    w_.embed.dequantize_row(id, &x_[t * H]);
   }
   const int64_t half = rope_.dim() / 2;
   for (int64_t t = 0; t < n; ++t) rope_.angles(p0 + t, &cos_[t * half], &sin_[t * half]);
@@ -158,7 +144,7 @@ void DenseModel::forward(KvCache& cache, std::span<const int32_t> tokens, float*
   const int64_t rows = n - first;
   for (int64_t t = first; t < n; ++t)
     kernels::rmsnorm(&x_[t * H], w_.final_norm.data(), static_cast<float>(cfg_.rms_norm_eps), H, &xn_[t * H]);
-  kernels::matmul(*w_.lm_head, &xn_[first * H], rows, logits, pool_);
+  w_.lm_head.matmul(&xn_[first * H], rows, logits, pool_);
 }
 
 void DenseModel::attention_block(const DenseLayer& L, int layer, KvCache& cache, int64_t n, int64_t p0) {
@@ -167,9 +153,9 @@ void DenseModel::attention_block(const DenseLayer& L, int layer, KvCache& cache,
   const int64_t q_dim = nh * hd, kv_dim = nkv * hd;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.attn_norm.data(), eps, H, &xn_[t * H]);
-  kernels::matmul(*L.wq, xn_.data(), n, q_.data(), pool_);
-  kernels::matmul(*L.wk, xn_.data(), n, k_.data(), pool_);
-  kernels::matmul(*L.wv, xn_.data(), n, v_.data(), pool_);
+  L.wq.matmul(xn_.data(), n, q_.data(), pool_);
+  L.wk.matmul(xn_.data(), n, k_.data(), pool_);
+  L.wv.matmul(xn_.data(), n, v_.data(), pool_);
   const int64_t half = rope_.dim() / 2;
   for (int64_t t = 0; t < n; ++t) {
     float* q = &q_[t * q_dim];
@@ -189,7 +175,7 @@ void DenseModel::attention_block(const DenseLayer& L, int layer, KvCache& cache,
     cache.store(layer, p0 + t, k, v);
   }
   attend(layer, cache, n, p0);
-  kernels::matmul(*L.wo, attn_.data(), n, tmp_.data(), pool_);
+  L.wo.matmul(attn_.data(), n, tmp_.data(), pool_);
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
 }
 
@@ -227,10 +213,10 @@ void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
-  kernels::matmul(*L.w_gate, xn_.data(), n, gate_.data(), pool_);
-  kernels::matmul(*L.w_up, xn_.data(), n, up_.data(), pool_);
+  L.w_gate.matmul(xn_.data(), n, gate_.data(), pool_);
+  L.w_up.matmul(xn_.data(), n, up_.data(), pool_);
   kernels::silu_mul(gate_.data(), up_.data(), n * I, gate_.data());
-  kernels::matmul(*L.w_down, gate_.data(), n, tmp_.data(), pool_);
+  L.w_down.matmul(gate_.data(), n, tmp_.data(), pool_);
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
 }
 

@@ -7,6 +7,7 @@
 
 #include "base/thread_pool.h"
 #include "io/checkpoint.h"
+#include "model/linear.h"
 #include "model/model.h"
 #include "model/rope.h"
 
@@ -14,23 +15,23 @@ namespace zen {
 
 struct DenseLayer {
   std::vector<float> attn_norm;      // [H]
-  const TensorView* wq = nullptr;    // [nh*hd, H]
-  const TensorView* wk = nullptr;    // [nkv*hd, H]
-  const TensorView* wv = nullptr;    // [nkv*hd, H]
-  const TensorView* wo = nullptr;    // [H, nh*hd]
+  Linear wq;    // [nh*hd, H]
+  Linear wk;    // [nkv*hd, H]
+  Linear wv;    // [nkv*hd, H]
+  Linear wo;    // [H, nh*hd]
   std::vector<float> bq, bk, bv;     // [nh*hd], [nkv*hd], [nkv*hd] (Qwen2), else empty
   std::vector<float> q_norm, k_norm; // [hd] (Qwen3), else empty
   std::vector<float> ffn_norm;       // [H]
-  const TensorView* w_gate = nullptr;  // [I, H]
-  const TensorView* w_up = nullptr;    // [I, H]
-  const TensorView* w_down = nullptr;  // [H, I]
+  Linear w_gate;  // [I, H]
+  Linear w_up;    // [I, H]
+  Linear w_down;  // [H, I]
 };
 
 struct DenseWeights {
-  const TensorView* embed = nullptr;    // [V, H]
+  Linear embed;    // [V, H] (rows dequantized on lookup)
   std::vector<DenseLayer> layers;
   std::vector<float> final_norm;        // [H]
-  const TensorView* lm_head = nullptr;  // [V, H] (the embedding when tied)
+  Linear lm_head;  // [V, H] (the embedding when tied)
 };
 
 class DenseModel final : public Model {

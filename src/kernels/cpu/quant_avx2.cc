@@ -159,6 +159,20 @@ ZEN_TARGET_AVX2 inline const Block& block_at(const uint8_t* row, int64_t i) {
   return reinterpret_cast<const Block*>(row)[i];
 }
 
+// Decode streams each weight row once from DRAM, through 4 KB pages that the hardware
+// prefetcher does not cross and in rows (1-4 KB) too short for it to ramp up. So decode tiles
+// prefetch kPrefetchAhead bytes ahead of where each of their rows reads; rows are adjacent, so
+// this runs ahead into the rows of the next tiles. (Prefetches never fault: reaching past the
+// end of the tensor is harmless.) Measured on the dev machine: Q8_0 GEMV from DRAM ~1.5x.
+constexpr size_t kPrefetchAhead = 8192;
+
+template <int R>
+ZEN_TARGET_AVX2 inline void prefetch_ahead(const uint8_t* w, size_t ws, size_t offset, size_t bytes) {
+  const uint8_t* p = w + offset + kPrefetchAhead;
+  for (int r = 0; r < R; ++r, p += ws)
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
+
 // Adds a * b to lane 0 of acc (a broadcast, b in lane 0 of b0), leaving the other lanes as
 // they are.
 ZEN_TARGET_AVX2 inline __m256 add_lane0_product(__m256 acc, __m256 a, __m256 b0) {
@@ -205,6 +219,7 @@ ZEN_TARGET_AVX2 void tile_symmetric(const uint8_t* w, size_t ws, const uint8_t* 
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / kQK; ++i) {
+    if constexpr (T == 1) prefetch_ahead<R>(w, ws, i * sizeof(typename W::Block), sizeof(typename W::Block));
     __m256i wq[R], wabs[R];
     __m256 wd[R];
 #pragma GCC unroll 16
@@ -243,6 +258,7 @@ ZEN_TARGET_AVX2 void tile_offset(const uint8_t* w, size_t ws, const uint8_t* a, 
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / kQK; ++i) {
+    if constexpr (T == 1) prefetch_ahead<R>(w, ws, i * sizeof(typename W::Block), sizeof(typename W::Block));
     __m256i wq[R];
     __m256 wd[R], wm[R];
 #pragma GCC unroll 16
@@ -405,6 +421,7 @@ ZEN_TARGET_AVX2 void tile_kquant(const uint8_t* w, size_t ws, const uint8_t* a, 
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < k / kQKK; ++i) {
+    if constexpr (T == 1) prefetch_ahead<R>(w, ws, i * sizeof(typename W::Block), sizeof(typename W::Block));
     typename W::Prep prep[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) prep[r] = W::prepare(block_at<typename W::Block>(w + r * ws, i));
@@ -526,6 +543,7 @@ struct Plain {
       for (int t = 0; t < T; ++t) acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 16 <= k; j += 16) {
+      if constexpr (T == 1) prefetch_ahead<R>(w, ws, j * sizeof(Elem), 16 * sizeof(Elem));
       __m256 w0[R], w1[R];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {

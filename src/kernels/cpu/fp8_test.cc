@@ -1,0 +1,135 @@
+// FP8 decode tables (exhaustive, against torch's float8 types via the fixture script) and the
+// FP8 matmul: AVX2 vs scalar reference on odd shapes, batch and thread invariance.
+#include "kernels/cpu/fp8.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "kernels/cpu/kernels_test_util.h"
+#include "kernels/cpu/nvfp4.h"
+
+namespace zen::kernels {
+namespace {
+
+const std::filesystem::path kTables = std::filesystem::path(ZEN_SOURCE_DIR) / "tests/fixtures/fpquant/decode_tables.safetensors";
+
+std::vector<float> table_from_fixture(const SafetensorsFile& f, const std::string& name) {
+  for (const TensorView& t : f.tensors())
+    if (t.name == name) {
+      EXPECT_EQ(t.dtype, DType::F32);
+      std::vector<float> v(static_cast<size_t>(t.numel()));
+      std::memcpy(v.data(), t.data, t.nbytes);
+      return v;
+    }
+  ADD_FAILURE() << "no tensor " << name << " in " << kTables;
+  return {};
+}
+
+void expect_same_float(float expected, float actual, int code, const char* what) {
+  if (std::isnan(expected)) {
+    EXPECT_TRUE(std::isnan(actual)) << what << " code " << code;
+  } else {
+    EXPECT_EQ(f32_to_bits(expected), f32_to_bits(actual)) << what << " code " << code << ": " << expected
+                                                            << " vs " << actual;
+  }
+}
+
+TEST(Fp8Decode, TablesMatchTorchExhaustively) {
+  if (!std::filesystem::exists(kTables)) GTEST_SKIP() << "fixture absent: " << kTables;
+  const SafetensorsFile f(kTables.string());
+  const std::vector<float> e4m3 = table_from_fixture(f, "e4m3"), e5m2 = table_from_fixture(f, "e5m2"),
+                           e2m1 = table_from_fixture(f, "e2m1");
+  ASSERT_EQ(e4m3.size(), 256u);
+  ASSERT_EQ(e5m2.size(), 256u);
+  ASSERT_EQ(e2m1.size(), 16u);
+  for (int i = 0; i < 256; ++i) {
+    const auto b = static_cast<uint8_t>(i);
+    expect_same_float(e4m3[b], e4m3_to_f32(b), i, "e4m3");
+    expect_same_float(e4m3[b], ref::e4m3_decode(b), i, "e4m3 ref");
+    expect_same_float(e5m2[b], e5m2_to_f32(b), i, "e5m2");
+    expect_same_float(e5m2[b], ref::e5m2_decode(b), i, "e5m2 ref");
+  }
+  for (int i = 0; i < 16; ++i) expect_same_float(e2m1[static_cast<size_t>(i)], e2m1_to_f32(static_cast<uint8_t>(i)), i, "e2m1");
+  EXPECT_EQ(e4m3_to_f32(0x7E), 448.0f);
+  EXPECT_EQ(e5m2_to_f32(0x7B), 57344.0f);
+}
+
+// Random E4M3 bytes without the NaN codes (checkpoints never hold them).
+std::vector<uint8_t> random_e4m3(std::mt19937& rng, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    do b = static_cast<uint8_t>(rng());
+    while ((b & 0x7F) == 0x7F);
+  }
+  return v;
+}
+
+struct Fp8Case {
+  int64_t rows, cols, block_rows, block_cols;  // block 0: per-tensor
+};
+
+class Fp8MatrixTest : public ::testing::TestWithParam<Fp8Case> {
+ protected:
+  void SetUp() override {
+    const Fp8Case c = GetParam();
+    std::mt19937 rng(static_cast<uint32_t>(c.rows * 1000 + c.cols));
+    bytes_ = random_e4m3(rng, static_cast<size_t>(c.rows * c.cols));
+    m_.data = bytes_.data();
+    m_.rows = c.rows;
+    m_.cols = c.cols;
+    m_.block_rows = c.block_rows == 0 ? c.rows : c.block_rows;
+    m_.block_cols = c.block_cols == 0 ? c.cols : c.block_cols;
+    std::uniform_real_distribution<float> u(0.001f, 0.01f);
+    scales_.resize(static_cast<size_t>(((c.rows + m_.block_rows - 1) / m_.block_rows) * m_.scale_cols()));
+    for (float& s : scales_) s = u(rng);
+    m_.scales = scales_.data();
+  }
+  std::vector<uint8_t> bytes_;
+  std::vector<float> scales_;
+  Fp8Matrix m_;
+};
+
+TEST_P(Fp8MatrixTest, SimdMatchesScalarAndDequantizedRows) {
+  std::mt19937 rng(7);
+  const std::vector<float> x = testing::random_activations(rng, m_.cols);
+  std::vector<float> row(static_cast<size_t>(m_.cols));
+  for (int64_t r = 0; r < m_.rows; ++r) {
+    fp8_dequantize_row(m_, r, row.data());
+    double exact = 0.0, magnitude = 0.0;
+    for (int64_t k = 0; k < m_.cols; ++k) {
+      exact += static_cast<double>(row[k]) * x[k];
+      magnitude += std::fabs(static_cast<double>(row[k]) * x[k]);
+    }
+    const float tol = static_cast<float>(1e-5 * magnitude + 1e-30);
+    EXPECT_NEAR(ref::fp8_row_dot(m_, r, x.data()), exact, tol) << "row " << r;
+    EXPECT_NEAR(fp8_row_dot(m_, r, x.data()), exact, tol) << "row " << r << " (dispatched)";
+  }
+}
+
+TEST_P(Fp8MatrixTest, BatchAndThreadInvariant) {
+  std::mt19937 rng(11);
+  constexpr int64_t T = 70;  // crosses the 64-token tile
+  const std::vector<float> x = testing::random_activations(rng, T * m_.cols);
+  ThreadPool one(1), two(2);
+  std::vector<float> batch(static_cast<size_t>(T * m_.rows)), batch2(batch.size()), single(static_cast<size_t>(m_.rows));
+  fp8_matmul(m_, x.data(), T, batch.data(), one);
+  fp8_matmul(m_, x.data(), T, batch2.data(), two);
+  EXPECT_EQ(batch, batch2);
+  for (int64_t t : {int64_t{0}, int64_t{5}, T - 1}) {
+    fp8_matmul(m_, x.data() + t * m_.cols, 1, single.data(), two);
+    for (int64_t r = 0; r < m_.rows; ++r) EXPECT_EQ(single[r], batch[t * m_.rows + r]) << "t " << t << " r " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Fp8MatrixTest,
+                         ::testing::Values(Fp8Case{7, 1, 0, 0}, Fp8Case{5, 37, 0, 0}, Fp8Case{33, 160, 0, 0},
+                                           Fp8Case{130, 300, 128, 128}, Fp8Case{9, 144, 128, 128},
+                                           Fp8Case{17, 71, 8, 16}, Fp8Case{300, 520, 128, 128}));
+
+}  // namespace
+}  // namespace zen::kernels

@@ -1,0 +1,351 @@
+#include "model/linear.h"
+
+#include <cmath>
+#include <filesystem>
+#include <utility>
+
+#include "base/error.h"
+#include "base/mmap.h"
+#include "kernels/cpu/fp8.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/nvfp4.h"
+#include "kernels/cpu/quant.h"
+
+namespace zen {
+namespace {
+
+constexpr int64_t kNvfp4Group = kernels::kNvfp4GroupSize;
+
+// "FP8", "NVFP4", "MIXED_PRECISION" (-> None, per-layer entries decide), null -> None.
+QuantAlgo parse_algo(const nlohmann::json& v, const std::string& where) {
+  if (v.is_null()) return QuantAlgo::None;
+  if (!v.is_string()) fail(where, ": quant_algo must be a string, got ", v.dump());
+  const std::string s = v.get<std::string>();
+  if (s == "FP8") return QuantAlgo::Fp8;
+  if (s == "NVFP4") return QuantAlgo::Nvfp4;
+  if (s == "MIXED_PRECISION") return QuantAlgo::None;
+  fail(where, ": unsupported quant_algo '", s, "' (supported: FP8, NVFP4, MIXED_PRECISION)");
+}
+
+void check_group_size(const nlohmann::json& v, const std::string& where) {
+  if (v.is_null()) return;
+  if (!v.is_number_integer() || v.get<int64_t>() != kNvfp4Group)
+    fail(where, ": NVFP4 group_size must be 16, got ", v.dump());
+}
+
+std::vector<std::string> string_list(const nlohmann::json& v, const std::string& where) {
+  std::vector<std::string> out;
+  if (v.is_null()) return out;
+  if (!v.is_array()) fail(where, ": expected a list of module names");
+  for (const auto& e : v) {
+    if (!e.is_string()) fail(where, ": expected a list of module names, found ", e.dump());
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+// quantized_layers: {module: {"quant_algo": ..., "group_size": ...}}.
+void parse_layers(const nlohmann::json& v, const std::string& where, QuantConfig& q) {
+  if (v.is_null()) return;
+  if (!v.is_object()) fail(where, ": quantized_layers must be an object");
+  for (const auto& [module, entry] : v.items()) {
+    const std::string at = where + ": quantized_layers." + module;
+    if (!entry.is_object()) fail(at, ": expected an object");
+    const QuantAlgo a = parse_algo(entry.value("quant_algo", nlohmann::json()), at);
+    if (a == QuantAlgo::None) fail(at, ": no per-layer quant_algo");
+    if (a == QuantAlgo::Nvfp4) check_group_size(entry.value("group_size", nlohmann::json()), at);
+    q.layers[module] = a;
+  }
+}
+
+// A scalar scale: shape [] or [1], a float dtype, finite and positive.
+bool read_scalar(Checkpoint& c, const std::string& name, float* out) {
+  const TensorView* t = c.take(name);
+  if (t == nullptr) return false;
+  const bool scalar_shape = t->shape.empty() || (t->shape.size() == 1 && t->shape[0] == 1);
+  if (!scalar_shape || !(t->dtype == DType::F32 || t->dtype == DType::BF16 || t->dtype == DType::F16)) {
+    c.note_mismatch(name + ": expected a scalar F32 scale (shape [] or [1]), found " + t->shape_str() + " " +
+                    dtype_name(t->dtype));
+    return false;
+  }
+  kernels::dequantize_row(t->dtype, t->data, out, 1);
+  if (!std::isfinite(*out) || *out <= 0.0f) {
+    c.note_mismatch(name + ": scale must be finite and positive, found " + std::to_string(*out));
+    return false;
+  }
+  return true;
+}
+
+// Takes `name` expecting `shape` and `dtype`; records a mismatch naming it otherwise.
+const TensorView* take_exact(Checkpoint& c, const std::string& name, const std::vector<int64_t>& shape,
+                             DType dtype) {
+  const TensorView* t = c.take(name, shape);
+  if (t == nullptr || t->shape != shape) return nullptr;  // missing / shape: already recorded
+  if (t->dtype != dtype) {
+    c.note_mismatch(name + ": expected dtype " + dtype_name(dtype) + ", found " + dtype_name(t->dtype));
+    return nullptr;
+  }
+  return t;
+}
+
+std::string module_of(const std::string& weight_name) {
+  const std::string suffix = ".weight";
+  if (weight_name.size() > suffix.size() && weight_name.ends_with(suffix))
+    return weight_name.substr(0, weight_name.size() - suffix.size());
+  return weight_name;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+const char* quant_algo_name(QuantAlgo a) {
+  switch (a) {
+    case QuantAlgo::None: return "none";
+    case QuantAlgo::Fp8: return "FP8";
+    case QuantAlgo::Fp8Block: return "FP8 (block)";
+    case QuantAlgo::Nvfp4: return "NVFP4";
+  }
+  return "?";
+}
+
+const char* linear_format_name(LinearFormat f) {
+  switch (f) {
+    case LinearFormat::Invalid: return "invalid";
+    case LinearFormat::Plain: return "plain";
+    case LinearFormat::Fp8: return "FP8";
+    case LinearFormat::Fp8Block: return "FP8 block";
+    case LinearFormat::Nvfp4: return "NVFP4";
+  }
+  return "?";
+}
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  size_t p = 0, t = 0, star = std::string::npos, resume = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+QuantAlgo QuantConfig::declared_for(const std::string& module) const {
+  if (auto it = layers.find(module); it != layers.end()) return it->second;
+  for (const std::string& pattern : exclude)
+    if (glob_match(pattern, module)) return QuantAlgo::None;
+  return algo;
+}
+
+QuantConfig QuantConfig::from_hf_quant_config(const nlohmann::json& file, const std::string& source) {
+  QuantConfig q;
+  q.source = source;
+  const auto it = file.is_object() ? file.find("quantization") : file.end();
+  if (it == file.end() || !it->is_object()) fail(source, ": no \"quantization\" object");
+  const nlohmann::json& j = *it;
+  q.algo = parse_algo(j.value("quant_algo", nlohmann::json()), source);
+  if (q.algo == QuantAlgo::Nvfp4) check_group_size(j.value("group_size", nlohmann::json()), source);
+  q.exclude = string_list(j.value("exclude_modules", nlohmann::json()), source + ": exclude_modules");
+  parse_layers(j.value("quantized_layers", nlohmann::json()), source, q);
+  return q;
+}
+
+QuantConfig QuantConfig::from_quantization_config(const nlohmann::json& qc, const std::string& source) {
+  QuantConfig q;
+  q.source = source;
+  if (!qc.is_object()) fail(source, ": quantization_config must be an object");
+  const std::string method = qc.value("quant_method", std::string());
+  if (method == "modelopt") {
+    q.algo = parse_algo(qc.value("quant_algo", nlohmann::json()), source);
+    q.exclude = string_list(qc.value("ignore", nlohmann::json()), source + ": ignore");
+    parse_layers(qc.value("quantized_layers", nlohmann::json()), source, q);
+    if (q.algo == QuantAlgo::Nvfp4) {
+      check_group_size(qc.value("group_size", nlohmann::json()), source);
+      if (auto groups = qc.find("config_groups"); groups != qc.end() && groups->is_object())
+        for (const auto& [name, group] : groups->items())
+          if (group.is_object() && group.contains("weights") && group["weights"].is_object())
+            check_group_size(group["weights"].value("group_size", nlohmann::json()),
+                             source + ": config_groups." + name);
+    }
+    return q;
+  }
+  if (method == "fp8") {
+    q.algo = QuantAlgo::Fp8;
+    if (auto bs = qc.find("weight_block_size"); bs != qc.end() && !bs->is_null()) {
+      if (!bs->is_array() || bs->size() != 2 || !(*bs)[0].is_number_integer() || !(*bs)[1].is_number_integer() ||
+          (*bs)[0].get<int64_t>() <= 0 || (*bs)[1].get<int64_t>() <= 0)
+        fail(source, ": weight_block_size must be two positive integers, got ", bs->dump());
+      q.algo = QuantAlgo::Fp8Block;
+      q.block_rows = (*bs)[0].get<int64_t>();
+      q.block_cols = (*bs)[1].get<int64_t>();
+    }
+    for (const char* key : {"modules_to_not_convert", "ignored_layers"})
+      for (std::string& m : string_list(qc.value(key, nlohmann::json()), source + ": " + key))
+        q.exclude.push_back(std::move(m));
+    return q;
+  }
+  fail(source, ": unsupported quant_method '", method, "' (supported: modelopt, fp8)");
+}
+
+QuantConfig QuantConfig::from_checkpoint(const Checkpoint& ckpt) {
+  if (ckpt.format() == CheckpointFormat::Gguf) return {};
+  const std::string hf_quant = (std::filesystem::path(ckpt.folder()) / "hf_quant_config.json").string();
+  if (file_exists(hf_quant)) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_text_file(hf_quant));
+    } catch (const nlohmann::json::exception& e) {
+      fail(hf_quant, ": invalid JSON: ", e.what());
+    }
+    return from_hf_quant_config(j, hf_quant);
+  }
+  const nlohmann::json& cfg = ckpt.hf_config();
+  if (cfg.is_object() && cfg.contains("quantization_config") && !cfg["quantization_config"].is_null())
+    return from_quantization_config(cfg["quantization_config"], ckpt.folder() + "/config.json: quantization_config");
+  return {};
+}
+
+Linear Linear::bind(Checkpoint& c, const std::string& weight_name, std::vector<int64_t> shape,
+                    const QuantConfig& quant) {
+  ZEN_CHECK(shape.size() == 2, weight_name);
+  Linear L;
+  L.name = weight_name;
+  L.rows = shape[0];
+  L.cols = shape[1];
+  const TensorView* stored = c.peek(weight_name);
+  if (stored == nullptr) {
+    c.note_missing(weight_name);
+    return L;
+  }
+  const std::string module = module_of(weight_name);
+  const QuantAlgo declared = quant.declared_for(module);
+  auto contradicts = [&](const char* stored_as) {
+    c.take(weight_name);
+    c.note_mismatch(weight_name + ": stored as " + stored_as + " but the quantization config (" +
+                    (quant.source.empty() ? std::string("none") : quant.source) + ") declares " +
+                    quant_algo_name(declared) + " for " + module);
+    return L;
+  };
+  // ModelOpt's static activation scale: optional, validated, not applied.
+  auto take_input_scale = [&] {
+    if (c.has(module + ".input_scale")) read_scalar(c, module + ".input_scale", &L.input_scale);
+  };
+
+  switch (stored->dtype) {
+    case DType::U8: {  // NVFP4
+      if (declared != QuantAlgo::Nvfp4) return contradicts("U8 (NVFP4 codes)");
+      if (L.cols % kNvfp4Group != 0) {
+        c.take(weight_name);
+        c.note_mismatch(weight_name + ": NVFP4 needs K a multiple of 16, model expects K = " + std::to_string(L.cols));
+        return L;
+      }
+      const TensorView* w = take_exact(c, weight_name, {L.rows, L.cols / 2}, DType::U8);
+      const TensorView* s = take_exact(c, module + ".weight_scale", {L.rows, L.cols / kNvfp4Group}, DType::F8_E4M3);
+      const bool global_ok = read_scalar(c, module + ".weight_scale_2", &L.scale);
+      take_input_scale();
+      if (w == nullptr || s == nullptr || !global_ok) return L;
+      L.weight = w;
+      L.group_scales = s;
+      L.format = LinearFormat::Nvfp4;
+      return L;
+    }
+    case DType::F8_E4M3: {
+      if (declared == QuantAlgo::Fp8) {
+        const TensorView* w = take_exact(c, weight_name, shape, DType::F8_E4M3);
+        const bool scale_ok = read_scalar(c, module + ".weight_scale", &L.scale);
+        take_input_scale();
+        if (w == nullptr || !scale_ok) return L;
+        L.weight = w;
+        L.format = LinearFormat::Fp8;
+        return L;
+      }
+      if (declared == QuantAlgo::Fp8Block) {
+        L.block_rows = quant.block_rows;
+        L.block_cols = quant.block_cols;
+        const TensorView* w = take_exact(c, weight_name, shape, DType::F8_E4M3);
+        const std::string scale_name = module + ".weight_scale_inv";
+        const std::vector<int64_t> grid = {ceil_div(L.rows, L.block_rows), ceil_div(L.cols, L.block_cols)};
+        const TensorView* s = c.take(scale_name, grid);
+        take_input_scale();
+        if (w == nullptr || s == nullptr || s->shape != grid) return L;
+        if (s->dtype != DType::F32 && s->dtype != DType::BF16 && s->dtype != DType::F16) {
+          c.note_mismatch(scale_name + ": expected dtype F32, found " + dtype_name(s->dtype));
+          return L;
+        }
+        L.block_scales.resize(static_cast<size_t>(s->numel()));  // tiny: one per 128x128 tile
+        kernels::dequantize_row(s->dtype, s->data, L.block_scales.data(), s->numel());
+        for (float v : L.block_scales)
+          if (!std::isfinite(v)) {
+            c.note_mismatch(scale_name + ": non-finite scale");
+            return L;
+          }
+        L.weight = w;
+        L.format = LinearFormat::Fp8Block;
+        return L;
+      }
+      return contradicts("F8_E4M3");
+    }
+    default: {  // plain formats, whatever the config declares (see the header comment)
+      const TensorView* t = c.take(weight_name, shape);
+      if (t->shape != shape) return L;
+      if (!kernels::is_supported_weight_dtype(t->dtype)) {
+        c.note_mismatch(weight_name + ": dtype " + dtype_name(t->dtype) + " is not supported for matrices");
+        return L;
+      }
+      L.weight = t;
+      L.format = LinearFormat::Plain;
+      return L;
+    }
+  }
+}
+
+void Linear::matmul(const float* x, int64_t n_tokens, float* y, ThreadPool& pool) const {
+  switch (format) {
+    case LinearFormat::Plain: return kernels::matmul(*weight, x, n_tokens, y, pool);
+    case LinearFormat::Fp8: {
+      const kernels::Fp8Matrix m{weight->data, rows, cols, &scale, rows, cols};
+      return kernels::fp8_matmul(m, x, n_tokens, y, pool);
+    }
+    case LinearFormat::Fp8Block: {
+      const kernels::Fp8Matrix m{weight->data, rows, cols, block_scales.data(), block_rows, block_cols};
+      return kernels::fp8_matmul(m, x, n_tokens, y, pool);
+    }
+    case LinearFormat::Nvfp4: {
+      const kernels::Nvfp4Matrix m{weight->data, group_scales->data, rows, cols, scale};
+      return kernels::nvfp4_matmul(m, x, n_tokens, y, pool);
+    }
+    case LinearFormat::Invalid: break;
+  }
+  ZEN_CHECK(false, "matmul with unbound weight ", name);
+}
+
+void Linear::dequantize_row(int64_t row, float* out) const {
+  ZEN_CHECK(row >= 0 && row < rows, name, " row ", row);
+  switch (format) {
+    case LinearFormat::Plain: {
+      const size_t row_bytes = dtype_row_bytes(weight->dtype, cols);
+      return kernels::dequantize_row(weight->dtype, weight->data + static_cast<size_t>(row) * row_bytes, out, cols);
+    }
+    case LinearFormat::Fp8:
+      return kernels::fp8_dequantize_row({weight->data, rows, cols, &scale, rows, cols}, row, out);
+    case LinearFormat::Fp8Block:
+      return kernels::fp8_dequantize_row({weight->data, rows, cols, block_scales.data(), block_rows, block_cols}, row,
+                                         out);
+    case LinearFormat::Nvfp4:
+      return kernels::nvfp4_dequantize_row({weight->data, group_scales->data, rows, cols, scale}, row, out);
+    case LinearFormat::Invalid: break;
+  }
+  ZEN_CHECK(false, "dequantize_row with unbound weight ", name);
+}
+
+}  // namespace zen

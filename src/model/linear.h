@@ -1,0 +1,85 @@
+// A projection matrix in whatever format the checkpoint stores it, bound from the checkpoint
+// ledger together with its scale tensors, and its product with f32 activations.
+//
+// Formats, decided per tensor from the STORED dtype of `<module>.weight` (checked against what
+// the quantization config declares for the module):
+//   plain    F32/F16/BF16 or a GGUF block type    -> kernels::matmul
+//   Fp8      F8_E4M3 [N, K] + weight_scale (f32 scalar), ModelOpt "FP8"
+//   Fp8Block F8_E4M3 [N, K] + weight_scale_inv [ceil(N/bn), ceil(K/bk)], quant_method "fp8"
+//            with weight_block_size [bn, bk] (Qwen / DeepSeek FP8 releases)
+//   Nvfp4    U8 [N, K/2] + weight_scale F8_E4M3 [N, K/16] + weight_scale_2 (f32 scalar),
+//            ModelOpt "NVFP4" (group size 16)
+// ModelOpt's input_scale (a static activation scale) is consumed and validated but not
+// applied: activations stay f32, the reference being the dequantized-weight model.
+// A BF16 weight of a module the config declares quantized (e.g. an `mtp.fc` missing from
+// exclude_modules) is taken as the BF16 it is.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/thread_pool.h"
+#include "io/checkpoint.h"
+#include "io/tensor.h"
+
+namespace zen {
+
+enum class QuantAlgo : uint8_t { None, Fp8, Fp8Block, Nvfp4 };
+const char* quant_algo_name(QuantAlgo a);
+
+// The checkpoint's quantization metadata: ModelOpt's hf_quant_config.json ("quantization":
+// quant_algo, group_size, exclude_modules, quantized_layers for MIXED_PRECISION) or the
+// "quantization_config" of config.json (quant_method "modelopt" or "fp8").
+struct QuantConfig {
+  QuantAlgo algo = QuantAlgo::None;           // for modules neither listed nor excluded
+  std::map<std::string, QuantAlgo> layers;    // MIXED_PRECISION: module -> algorithm
+  std::vector<std::string> exclude;           // glob patterns over module names
+  int64_t block_rows = 128, block_cols = 128;  // Fp8Block tile
+  std::string source;                         // file the config came from (messages)
+
+  // What the config says about one module ("model.layers.0.mlp.down_proj").
+  QuantAlgo declared_for(const std::string& module) const;
+
+  // Reads hf_quant_config.json beside the checkpoint if present, else config.json's
+  // quantization_config; an empty config for GGUF or unquantized checkpoints. Throws
+  // zen::Error for unknown algorithms or methods and group sizes other than 16.
+  static QuantConfig from_checkpoint(const Checkpoint& ckpt);
+  static QuantConfig from_hf_quant_config(const nlohmann::json& file, const std::string& source);
+  static QuantConfig from_quantization_config(const nlohmann::json& qc, const std::string& source);
+};
+
+// Shell-style glob ('*' any run, '?' one character), as ModelOpt's exclude_modules use.
+bool glob_match(const std::string& pattern, const std::string& text);
+
+enum class LinearFormat : uint8_t { Invalid, Plain, Fp8, Fp8Block, Nvfp4 };
+const char* linear_format_name(LinearFormat f);
+
+struct Linear {
+  LinearFormat format = LinearFormat::Invalid;  // Invalid: binding failed (see the ledger)
+  std::string name;                             // the weight tensor's name
+  int64_t rows = 0, cols = 0;                   // logical [N, K]
+  const TensorView* weight = nullptr;           // as stored (see the header comment)
+  const TensorView* group_scales = nullptr;     // Nvfp4: weight_scale F8_E4M3 [N, K/16]
+  std::vector<float> block_scales;              // Fp8Block: [ceil(N/bn), ceil(K/bk)]
+  int64_t block_rows = 0, block_cols = 0;       // Fp8Block tile
+  float scale = 1.0f;                           // Fp8: weight_scale; Nvfp4: weight_scale_2
+  float input_scale = 0.0f;                     // ModelOpt static input scale; 0 when absent
+
+  bool valid() const { return format != LinearFormat::Invalid; }
+
+  // Takes `weight_name` ([N, K] = shape) and the scale tensors its format needs from the
+  // ledger. Problems (absent tensors, wrong shapes or dtypes, a stored dtype that contradicts
+  // the config) are recorded in the ledger naming the tensor, and the result is Invalid.
+  static Linear bind(Checkpoint& ckpt, const std::string& weight_name, std::vector<int64_t> shape,
+                     const QuantConfig& quant);
+
+  // y[t, n] = sum_k W[n, k] * x[t, k]; x: [T, K] f32, y: [T, N] f32. Batch-invariant.
+  void matmul(const float* x, int64_t n_tokens, float* y, ThreadPool& pool) const;
+  // Row `row` of W in f32: out[K] (embedding lookups).
+  void dequantize_row(int64_t row, float* out) const;
+};
+
+}  // namespace zen
