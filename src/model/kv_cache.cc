@@ -5,27 +5,11 @@
 
 #include "base/error.h"
 #include "base/numeric.h"
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/ops.h"
 
 namespace zen {
 namespace {
-
-using Fp8Table = std::array<float, 256>;
-
-Fp8Table make_table(float (*decode)(uint8_t)) {
-  Fp8Table t{};
-  for (int b = 0; b < 256; ++b) t[static_cast<size_t>(b)] = decode(static_cast<uint8_t>(b));
-  return t;
-}
-
-const Fp8Table& e4m3_table() {
-  static const Fp8Table t = make_table(fp8_e4m3_to_f32);
-  return t;
-}
-const Fp8Table& e5m2_table() {
-  static const Fp8Table t = make_table(fp8_e5m2_to_f32);
-  return t;
-}
 
 void encode_row(KvDType dtype, const float* x, uint8_t* out, int64_t n) {
   switch (dtype) {
@@ -47,9 +31,19 @@ void encode_row(KvDType dtype, const float* x, uint8_t* out, int64_t n) {
   }
 }
 
-float dot_fp8(const Fp8Table& t, const float* q, const uint8_t* k, int64_t n) {
+// Decode tables shared with the FP8 weight kernels.
+const float* e5m2_lut() {
+  static const std::array<float, 256> t = [] {
+    std::array<float, 256> v{};
+    for (int b = 0; b < 256; ++b) v[static_cast<size_t>(b)] = fp8_e5m2_to_f32(static_cast<uint8_t>(b));
+    return v;
+  }();
+  return t.data();
+}
+
+float dot_fp8(const float* table, const float* q, const uint8_t* k, int64_t n) {
   float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += q[i] * t[k[i]];
+  for (int64_t i = 0; i < n; ++i) s += q[i] * table[k[i]];
   return s;
 }
 
@@ -126,8 +120,8 @@ float KvCache::dot_k(int layer, int64_t pos, int64_t kv_head, const float* q) co
       }
       return s;
     }
-    case KvDType::F8_E4M3: return dot_fp8(e4m3_table(), q, k, head_dim_);
-    case KvDType::F8_E5M2: return dot_fp8(e5m2_table(), q, k, head_dim_);
+    case KvDType::F8_E4M3: return dot_fp8(kernels::e4m3_lut(), q, k, head_dim_);
+    case KvDType::F8_E5M2: return dot_fp8(e5m2_lut(), q, k, head_dim_);
   }
   return 0.0f;
 }
@@ -146,10 +140,10 @@ void KvCache::axpy_v(int layer, int64_t pos, int64_t kv_head, float a, float* ou
       }
       return;
     case KvDType::F8_E4M3:
-      for (int64_t i = 0; i < head_dim_; ++i) out[i] += a * e4m3_table()[v[i]];
+      for (int64_t i = 0; i < head_dim_; ++i) out[i] += a * kernels::e4m3_lut()[v[i]];
       return;
     case KvDType::F8_E5M2:
-      for (int64_t i = 0; i < head_dim_; ++i) out[i] += a * e5m2_table()[v[i]];
+      for (int64_t i = 0; i < head_dim_; ++i) out[i] += a * e5m2_lut()[v[i]];
       return;
   }
 }

@@ -1,5 +1,7 @@
 #include "tokenizer/jinja_text.h"
 
+#include "tokenizer/unicode.h"
+
 namespace zen::jinja {
 namespace {
 
@@ -71,22 +73,11 @@ std::u32string decode_utf8(std::string_view bytes) {
 }
 
 void append_utf8(std::string& out, char32_t cp) {
+  // Escaped raw bytes (invalid UTF-8 kept verbatim) go back out as the byte itself.
   if (cp >= kEscapeBase + 0x80 && cp <= kEscapeBase + 0xFF) {
     out.push_back(static_cast<char>(cp - kEscapeBase));
-  } else if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    unicode::append_utf8(out, static_cast<uint32_t>(cp));
   }
 }
 

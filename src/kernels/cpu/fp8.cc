@@ -7,6 +7,8 @@
 // decode to +-480); checkpoints never store them and the scalar path still returns NaN.
 #include "kernels/cpu/fp8.h"
 
+#include "base/numeric.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -22,22 +24,10 @@ namespace zen::kernels {
 
 namespace ref {
 
-float e4m3_decode(uint8_t b) {
-  const float sign = (b & 0x80) != 0 ? -1.0f : 1.0f;
-  const int exp = (b >> 3) & 0xF, mant = b & 0x7;
-  if (exp == 0xF && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
-  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -9);
-  return sign * std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, exp - 7);
-}
-
-float e5m2_decode(uint8_t b) {
-  const float sign = (b & 0x80) != 0 ? -1.0f : 1.0f;
-  const int exp = (b >> 2) & 0x1F, mant = b & 0x3;
-  if (exp == 0x1F) return mant == 0 ? sign * std::numeric_limits<float>::infinity()
-                                    : std::numeric_limits<float>::quiet_NaN();
-  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -16);
-  return sign * std::ldexp(1.0f + static_cast<float>(mant) / 4.0f, exp - 15);
-}
+// One definition of the formats for the whole engine: base/numeric.h (also used by the KV
+// cache's encoder); the exhaustive test checks them against torch's tables.
+float e4m3_decode(uint8_t b) { return fp8_e4m3_to_f32(b); }
+float e5m2_decode(uint8_t b) { return fp8_e5m2_to_f32(b); }
 
 }  // namespace ref
 
