@@ -195,3 +195,21 @@ def test_kv_cache_precision_changes_perplexity_a_little():
     assert len(set(ppl.values())) > 1  # the setting really changes the cache
     r = zen("perplexity", "--model", STORIES, "--file", "/usr/share/common-licenses/GPL-3", "--kv-cache-quant", "int4")
     assert r.returncode == 1 and "--kv-cache-quant must be one of" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["qwen3_f32", "llama_bf16_tied", "qwen2_f16"])
+def test_inspect_hf_folder_and_single_safetensors(name):
+    folder = ROOT / "tests" / "fixtures" / "models" / name
+    for path in (folder, folder / "model.safetensors"):
+        r = zen("inspect", path, check=True)
+        assert "strict load: ok" in r.stdout
+        assert f"architecture: {name.split('_')[0]}" in r.stdout
+    assert "format: safetensors" in zen("inspect", folder / "model.safetensors").stdout
+
+
+def test_inspect_quantized_checkpoint_reports_formats():
+    folder = ROOT / "tests" / "fixtures" / "fpquant" / "qwen3_mixed"
+    need(folder, "mixed-precision fixture")
+    r = zen("inspect", folder, check=True)
+    assert "strict load: ok" in r.stdout
+    assert "F8_E4M3" in r.stdout and "U8" in r.stdout
