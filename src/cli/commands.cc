@@ -14,6 +14,7 @@
 #include "base/mmap.h"
 #include "cli/flags.h"
 #include "engine/generate.h"
+#include "model/linear.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -211,9 +212,15 @@ int inspect_command(int argc, char** argv) {
   const Checkpoint& ck = model->checkpoint();
   int64_t params = 0;
   std::map<std::string, std::pair<int64_t, size_t>> by_dtype;  // dtype -> tensors, bytes
+  auto ends_with = [](const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
   for (const auto& name : ck.tensor_names()) {
     const TensorView* t = ck.peek(name);
-    params += t->numel();
+    // Parameters are logical weights: scale tensors are metadata, NVFP4 packs two per byte.
+    const bool is_scale = ends_with(name, "_scale") || ends_with(name, "_scale_2") || ends_with(name, "_scale_inv");
+    const bool packed_fp4 = t->dtype == DType::U8 && ck.has(name + "_scale");
+    if (!is_scale) params += packed_fp4 ? 2 * t->numel() : t->numel();
     auto& e = by_dtype[dtype_name(t->dtype)];
     ++e.first;
     e.second += t->nbytes;
@@ -222,7 +229,8 @@ int inspect_command(int argc, char** argv) {
   std::printf("format: %s\n", ck.format() == CheckpointFormat::Gguf ? "gguf"
                               : ck.format() == CheckpointFormat::HfFolder ? "hf-folder" : "safetensors");
   std::printf("architecture: %s\n", c.architecture.c_str());
-  std::printf("parameters: %" PRId64 " (%.3f B)\n", params, static_cast<double>(params) / 1e9);
+  const double p = static_cast<double>(params);
+  std::printf("parameters: %" PRId64 " (%.3f %s)\n", params, p >= 1e9 ? p / 1e9 : p / 1e6, p >= 1e9 ? "B" : "M");
   std::printf("layers: %" PRId64 ", hidden: %" PRId64 ", intermediate: %" PRId64 ", heads: %" PRId64 " (kv %" PRId64
               ", dim %" PRId64 "), vocab: %" PRId64 "\n",
               c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
@@ -234,6 +242,11 @@ int inspect_command(int argc, char** argv) {
   for (const auto& [name, e] : by_dtype)
     std::printf(" %s x%" PRId64 " (%.1f MiB)", name.c_str(), e.first, static_cast<double>(e.second) / (1 << 20));
   std::printf("\n");
+  const QuantConfig quant = QuantConfig::from_checkpoint(ck);
+  if (quant.algo != QuantAlgo::None || !quant.layers.empty())
+    std::printf("quantization: %s (%zu per-module entries, %zu excluded patterns; from %s)\n",
+                quant.layers.empty() ? quant_algo_name(quant.algo) : "mixed", quant.layers.size(),
+                quant.exclude.size(), quant.source.c_str());
   if (const GgufFile* g = ck.gguf()) {
     if (auto ft = g->get_int("general.file_type")) std::printf("gguf file_type: %" PRId64 "\n", *ft);
     if (auto name = g->get_string("general.name")) std::printf("name: %s\n", name->c_str());
