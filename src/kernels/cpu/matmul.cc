@@ -1,7 +1,10 @@
 // matmul: quantize the activation rows once, then split the output rows over the pool.
-// Decode (T = 1) streams each weight row once. Prefill (T > 1) walks the weight in tiles of
-// kRowTile rows and, for each tile, passes every token of a token tile over it, so the tile
-// stays in L1/L2 while the tokens reuse it: compute-bound instead of bandwidth-bound.
+// Decode (T = 1) streams each weight row once (dot kernels of 1-4 rows, prefetching ahead).
+// Prefill (T > 1) walks the weight in tiles of kRowTile rows and, for each tile, passes every
+// token of a token tile over it, 4 tokens per kernel call (each weight block unpacked once for
+// the 4), so the tile stays in L1/L2 while the tokens reuse it: compute-bound instead of
+// bandwidth-bound. Every output element comes from one kernel whose arithmetic for that
+// (row, token) does not depend on the tile it sits in: results are batch-invariant.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>

@@ -134,6 +134,26 @@ TEST(Matmul, BatchInvariantAcrossTokenCountsAndThreads) {
   }
 }
 
+// Large enough (> 64 KB of weights) that decode also splits rows over the pool.
+TEST(Matmul, LargeDecodeIsThreadInvariantAndMatchesBatch) {
+  std::mt19937 rng(24);
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  for (DType t : testing::all_weight_dtypes()) {
+    const int64_t K = 1024, N = 301, T = 5;
+    const Matrix m = make_matrix(rng, t, N, K);
+    const auto x = random_activations(rng, T * K);
+    const auto batch = run(m, x, T, pool2);
+    for (int64_t tok = 0; tok < T; ++tok) {
+      const std::vector<float> one(x.begin() + tok * K, x.begin() + (tok + 1) * K);
+      const auto y1 = run(m, one, 1, pool1), y2 = run(m, one, 1, pool2), y3 = run(m, one, 1, pool3);
+      const float* want = &batch[static_cast<size_t>(tok * N)];
+      EXPECT_TRUE(bits_equal(y1.data(), want, static_cast<size_t>(N))) << dtype_name(t) << " 1 thread";
+      EXPECT_TRUE(bits_equal(y2.data(), want, static_cast<size_t>(N))) << dtype_name(t) << " 2 threads";
+      EXPECT_TRUE(bits_equal(y3.data(), want, static_cast<size_t>(N))) << dtype_name(t) << " 3 threads";
+    }
+  }
+}
+
 TEST(Matmul, RejectsTruncatedOrUnsupportedTensors) {
   std::mt19937 rng(23);
   ThreadPool pool(1);
