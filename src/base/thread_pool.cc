@@ -31,6 +31,8 @@ void split_range(int64_t n, int parts, int part, int64_t grain, int64_t* begin, 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
+  claimed_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(n_threads_));
+  for (int i = 0; i < n_threads_; ++i) claimed_[static_cast<size_t>(i)].store(0);
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -43,34 +45,48 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::run_share(int index) {
+bool ThreadPool::try_run(int slot, uint64_t gen) {
+  // Read the job first: it is only used if the claim below succeeds, and a successful claim
+  // for `gen` proves job `gen` was still live (the caller cannot publish the next job before
+  // every slot of this one is claimed and done), so what was read belongs to it.
+  const Fn* fn = job_.load(std::memory_order_acquire);
+  const int64_t n = job_n_.load(std::memory_order_relaxed);
+  const int64_t grain = job_grain_.load(std::memory_order_relaxed);
+  std::atomic<uint64_t>& claim = claimed_[static_cast<size_t>(slot)];
+  uint64_t old = claim.load(std::memory_order_acquire);
+  if (old >= gen || !claim.compare_exchange_strong(old, gen, std::memory_order_acq_rel)) return false;
   int64_t b, e;
-  split_range(job_n_, n_threads_, index, job_grain_, &b, &e);
-  if (b < e) (*job_)(b, e, index);
+  split_range(n, n_threads_, slot, grain, &b, &e);
+  if (b < e) (*fn)(b, e, slot);
+  done_.fetch_add(1, std::memory_order_acq_rel);
+  return true;
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                              int64_t grain) {
+void ThreadPool::parallel_for(int64_t n, const Fn& fn, int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   if (n_threads_ == 1 || n <= grain) {
     fn(0, n, 0);
     return;
   }
-  job_ = &fn;
-  job_n_ = n;
-  job_grain_ = grain;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  job_.store(&fn, std::memory_order_relaxed);
+  job_n_.store(n, std::memory_order_relaxed);
+  job_grain_.store(grain, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  uint64_t gen;
   {
-    // The generation bump is ordered after the job fields (release), and taken under the
-    // mutex so a worker about to sleep cannot miss it.
+    // Published under the mutex so a worker about to sleep cannot miss it; the release
+    // orders the job fields before it.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    gen = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
   }
   if (sleeping_.load(std::memory_order_acquire) > 0) cv_.notify_all();
-  run_share(0);
-  // Spin, then yield: on an oversubscribed machine the worker may need this core.
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+  int64_t b, e;
+  split_range(n, n_threads_, 0, grain, &b, &e);
+  if (b < e) fn(b, e, 0);
+  // Take over the slots whose workers have not started (busy machine, sleeping worker).
+  for (int slot = 1; slot < n_threads_; ++slot) try_run(slot, gen);
+  for (int spins = 0; done_.load(std::memory_order_acquire) != n_threads_ - 1; ++spins) {
     if (spins < 2000) ZEN_CPU_RELAX();
     else std::this_thread::yield();
   }
@@ -93,8 +109,7 @@ void ThreadPool::worker(int index) {
     }
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
-    run_share(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    try_run(index, seen);
   }
 }
 

@@ -1,12 +1,15 @@
 // Persistent thread pool: workers spin briefly on a generation counter, then sleep; a decode
 // step issues hundreds of small parallel jobs, so a futex wake per job would dominate.
-// parallel_for splits [0, n) into one contiguous range per thread, so each output element
-// is computed by one thread in one fixed order (batch-invariant kernels rely on that).
+// parallel_for splits [0, n) into one contiguous range per thread; each range is claimed
+// exactly once, by its worker or, when that worker is late (descheduled on a busy machine),
+// by the calling thread. The ranges never change, so each output element is computed by one
+// call in one fixed order whoever runs it (batch-invariant kernels rely on that).
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -15,29 +18,35 @@ namespace zen {
 
 class ThreadPool {
  public:
+  using Fn = std::function<void(int64_t, int64_t, int)>;
   explicit ThreadPool(int n_threads);  // n_threads <= 0: hardware concurrency
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  // Calls fn(begin, end, thread_index) over disjoint ranges covering [0, n). The calling
-  // thread takes part. Ranges are aligned to `grain` items. Not reentrant.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                    int64_t grain = 1);
+  // Calls fn(begin, end, slot) over disjoint ranges covering [0, n); slot identifies the
+  // range (0 .. size()-1), so per-slot scratch is never shared. The calling thread takes
+  // part. Ranges are aligned to `grain` items. Not reentrant.
+  void parallel_for(int64_t n, const Fn& fn, int64_t grain = 1);
 
  private:
   void worker(int index);
-  void run_share(int index);
+  // Runs range `slot` of job `gen` if nobody has claimed it yet; true if this call ran it.
+  bool try_run(int slot, uint64_t gen);
   int n_threads_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;
-  const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
-  int64_t job_n_ = 0;
-  int64_t job_grain_ = 1;
+  // The job: written by the caller before publishing `generation_` (atomics, so a late
+  // worker reading them while the next job is written is not a data race; it then fails
+  // to claim and discards what it read).
+  std::atomic<const Fn*> job_{nullptr};
+  std::atomic<int64_t> job_n_{0};
+  std::atomic<int64_t> job_grain_{1};
+  std::unique_ptr<std::atomic<uint64_t>[]> claimed_;  // per slot: last generation claimed
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int> done_{0};  // slots 1.. finished in the current job
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
 };
