@@ -237,7 +237,9 @@ int inspect_command(int argc, char** argv) {
   std::printf("context length: %" PRId64 "\n", c.max_position_embeddings);
   const char* scaling = c.rope_scaling == RopeScaling::Yarn ? "yarn" : c.rope_scaling == RopeScaling::Linear ? "linear" : "none";
   std::printf("rope: theta %g, scaling %s (factor %g)\n", c.rope_theta, scaling, c.rope_factor);
-  std::printf("tied embeddings: %s\n", c.tie_word_embeddings ? "yes" : "no");
+  // GGUF has no tie flag: llama.cpp ties when output.weight is absent.
+  const bool tied = ck.format() == CheckpointFormat::Gguf ? !ck.has("output.weight") : c.tie_word_embeddings;
+  std::printf("tied embeddings: %s\n", tied ? "yes" : "no");
   std::printf("dtypes:");
   for (const auto& [name, e] : by_dtype)
     std::printf(" %s x%" PRId64 " (%.1f MiB)", name.c_str(), e.first, static_cast<double>(e.second) / (1 << 20));
