@@ -55,13 +55,6 @@ const Table& e5m2_table() {
 const float* row_scales(const Fp8Matrix& w, int64_t row) { return w.scales + (row / w.block_rows) * w.scale_cols(); }
 
 #if ZEN_HAVE_X86_SIMD
-ZEN_TARGET_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // 16 E4M3 bytes -> 2 x 8 floats equal to the E4M3 values times 2^-8.
 ZEN_TARGET_AVX2 inline void e4m3x16_scaled(const uint8_t* p, __m256* lo, __m256* hi) {
   const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -28,13 +28,6 @@ const uint8_t* row_scales(const Nvfp4Matrix& w, int64_t row) {
 }
 
 #if ZEN_HAVE_X86_SIMD
-ZEN_TARGET_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 ZEN_TARGET_AVX2 float nvfp4_row_dot_avx2(const Nvfp4Matrix& w, int64_t row, const float* x) {
   const uint8_t* codes = row_codes(w, row);
   const uint8_t* scales = row_scales(w, row);

@@ -11,7 +11,27 @@
 #define ZEN_TARGET_AVX2
 #endif
 
+#if ZEN_HAVE_X86_SIMD
+#include <immintrin.h>
+#endif
+
 namespace zen::kernels {
+
+#if ZEN_HAVE_X86_SIMD
+// Horizontal sums shared by the AVX2 kernels.
+ZEN_TARGET_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+ZEN_TARGET_AVX2 inline double hsum(__m256d v) {
+  __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+  return _mm_cvtsd_f64(s);
+}
+#endif
 
 // True when the AVX2 paths should be used: CPU support and not disabled by
 // set_simd_enabled(false). Cheap (one relaxed atomic load).
