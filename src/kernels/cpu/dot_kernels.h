@@ -18,6 +18,7 @@ struct DotKernels {
   int tile_rows = 1;         // R of `rows`
   DotTileFn rows = nullptr;  // tile_rows rows x 1 token (decode)
   DotTileFn tokens[4] = {};  // tokens[T-1]: 1 row x T tokens (prefill)
+  DotTileFn rows2_tokens4 = nullptr;  // 2 rows x 4 tokens (prefill: each activation load serves 2 rows)
 };
 
 // The dispatched kernels for a weight dtype (AVX2 or scalar); throws zen::Error if the dtype

@@ -59,7 +59,12 @@ void gemm_rows(const Problem& p, int64_t r0, int64_t r1) {
       for (int64_t t = t0; t < t1; t += 4) {
         const auto nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
         const uint8_t* a = p.act + static_cast<size_t>(t) * p.act_row_bytes;
-        for (int64_t r = rb; r < re; ++r)
+        int64_t r = rb;
+        if (nt == 4 && p.kernels.rows2_tokens4 != nullptr)
+          for (; r + 2 <= re; r += 2)
+            p.kernels.rows2_tokens4(p.w + static_cast<size_t>(r) * p.w_row_bytes, p.w_row_bytes, a, p.act_row_bytes,
+                                    p.k, p.y + t * n + r, 1, n);
+        for (; r < re; ++r)
           p.kernels.tokens[nt - 1](p.w + static_cast<size_t>(r) * p.w_row_bytes, p.w_row_bytes, a, p.act_row_bytes,
                                    p.k, p.y + t * n + r, 1, n);
       }

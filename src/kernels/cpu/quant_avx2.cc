@@ -476,6 +476,7 @@ DotKernels make_kernels() {
   k.tokens[1] = Family::template fn<W, 1, 2>;
   k.tokens[2] = Family::template fn<W, 1, 3>;
   k.tokens[3] = Family::template fn<W, 1, 4>;
+  k.rows2_tokens4 = Family::template fn<W, 2, 4>;
   return k;
 }
 
