@@ -192,19 +192,17 @@ void DenseModel::attend(int layer, const KvCache& cache, int64_t n, int64_t p0) 
       const int64_t len = p0 + t + 1;  // causal: sees itself and everything before
       const float* q = &q_[(t * nh + h) * hd];
       float* out = &attn_[(t * nh + h) * hd];
+      cache.key_scores(layer, g, q, scale, len, scores);
       float max_score = -INFINITY;
-      for (int64_t j = 0; j < len; ++j) {
-        scores[j] = cache.dot_k(layer, j, g, q) * scale;
-        max_score = std::max(max_score, scores[j]);
-      }
+      for (int64_t j = 0; j < len; ++j) max_score = std::max(max_score, scores[j]);
       float sum = 0.0f;
       for (int64_t j = 0; j < len; ++j) {
         scores[j] = std::exp(scores[j] - max_score);
         sum += scores[j];
       }
       const float inv = 1.0f / sum;
-      std::fill(out, out + hd, 0.0f);
-      for (int64_t j = 0; j < len; ++j) cache.axpy_v(layer, j, g, scores[j] * inv, out);
+      for (int64_t j = 0; j < len; ++j) scores[j] *= inv;
+      cache.weighted_values(layer, g, scores, len, out);
     }
   });
 }

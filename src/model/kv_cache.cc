@@ -1,5 +1,6 @@
 #include "model/kv_cache.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -146,6 +147,27 @@ void KvCache::axpy_v(int layer, int64_t pos, int64_t kv_head, float a, float* ou
       for (int64_t i = 0; i < head_dim_; ++i) out[i] += a * e5m2_lut()[v[i]];
       return;
   }
+}
+
+void KvCache::key_scores(int layer, int64_t kv_head, const float* q, float scale, int64_t n, float* scores) const {
+  if (dtype_ == KvDType::F32) {
+    const size_t stride = static_cast<size_t>(row_);
+    const float* k = reinterpret_cast<const float*>(&k_[offset(layer, 0, kv_head)]);
+    for (int64_t j = 0; j < n; ++j) scores[j] = kernels::dot_f32(q, k + static_cast<size_t>(j) * stride, head_dim_) * scale;
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) scores[j] = dot_k(layer, j, kv_head, q) * scale;
+}
+
+void KvCache::weighted_values(int layer, int64_t kv_head, const float* weights, int64_t n, float* out) const {
+  std::fill(out, out + head_dim_, 0.0f);
+  if (dtype_ == KvDType::F32) {
+    const size_t stride = static_cast<size_t>(row_);
+    const float* v = reinterpret_cast<const float*>(&v_[offset(layer, 0, kv_head)]);
+    for (int64_t j = 0; j < n; ++j) kernels::axpy_f32(weights[j], v + static_cast<size_t>(j) * stride, out, head_dim_);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) axpy_v(layer, j, kv_head, weights[j], out);
 }
 
 }  // namespace zen

@@ -34,6 +34,12 @@ class KvCache {
   float dot_k(int layer, int64_t pos, int64_t kv_head, const float* q) const;
   // out += a * V[layer][pos][kv_head]  (out: [head_dim])
   void axpy_v(int layer, int64_t pos, int64_t kv_head, float a, float* out) const;
+  // Batched forms for attention (one dtype switch per call, not per key); each element is
+  // exactly what dot_k / axpy_v give.
+  // scores[j] = q . K[layer][j][kv_head] * scale, j in [0, n)
+  void key_scores(int layer, int64_t kv_head, const float* q, float scale, int64_t n, float* scores) const;
+  // out = sum_j weights[j] * V[layer][j][kv_head], j in [0, n), accumulated in order of j
+  void weighted_values(int layer, int64_t kv_head, const float* weights, int64_t n, float* out) const;
 
  private:
   size_t offset(int layer, int64_t pos, int64_t kv_head) const;

@@ -76,3 +76,34 @@ TEST(KvCache, FullCacheIsAnErrorNotAnOverflow) {
 
 }  // namespace
 }  // namespace zen
+
+namespace zen {
+namespace {
+
+// The batched attention reads give exactly the per-key results, in every precision.
+TEST(KvCache, BatchedReadsEqualPerKeyReads) {
+  const ModelConfig cfg = small_config();
+  const int64_t row = cfg.num_kv_heads * cfg.head_dim;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (KvDType t : {KvDType::F32, KvDType::BF16, KvDType::F8_E4M3, KvDType::F8_E5M2}) {
+    KvCache cache(cfg, 7, t);
+    std::vector<float> k(static_cast<size_t>(row)), v(k.size());
+    for (int64_t pos = 0; pos < 7; ++pos) {
+      for (auto& x : k) x = d(rng);
+      for (auto& x : v) x = d(rng);
+      cache.store(1, pos, k.data(), v.data());
+    }
+    std::vector<float> q(static_cast<size_t>(cfg.head_dim)), w(7), scores(7), out(q.size()), want(q.size(), 0.0f);
+    for (auto& x : q) x = d(rng);
+    for (auto& x : w) x = d(rng);
+    cache.key_scores(1, 2, q.data(), 0.5f, 7, scores.data());
+    for (int64_t j = 0; j < 7; ++j) EXPECT_EQ(scores[static_cast<size_t>(j)], cache.dot_k(1, j, 2, q.data()) * 0.5f);
+    cache.weighted_values(1, 2, w.data(), 7, out.data());
+    for (int64_t j = 0; j < 7; ++j) cache.axpy_v(1, j, 2, w[static_cast<size_t>(j)], want.data());
+    EXPECT_EQ(out, want) << kv_dtype_name(t);
+  }
+}
+
+}  // namespace
+}  // namespace zen
