@@ -25,28 +25,16 @@ constexpr const char* kQwen35Pattern =
 constexpr const char* kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-class ByteLevelBpeTokenizer final : public Tokenizer {
+class ByteLevelBpeTokenizer final : public VocabTokenizer {
  public:
   enum class Flavor { kHuggingFace, kLlamaCpp };
 
   explicit ByteLevelBpeTokenizer(Flavor flavor) : flavor_(flavor) {}
 
   std::vector<int32_t> encode(std::string_view text, bool parse_special) const override;
-  std::string token_bytes(int32_t id) const override {
-    return id >= 0 && id < vocab_size() ? token_bytes_[id] : std::string();
-  }
   std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
     if (flavor_ == Flavor::kHuggingFace) return Tokenizer::decode(ids, skip_special);
-    return llama_cpp_decode(*this, ids, skip_special, decode_options_);
-  }
-  int32_t vocab_size() const override { return static_cast<int32_t>(token_text_.size()); }
-  std::optional<int32_t> token_to_id(std::string_view token) const override {
-    const int32_t id = index_.find(token);
-    if (id < 0) return std::nullopt;
-    return id;
-  }
-  bool is_special(int32_t id) const override {
-    return id >= 0 && id < vocab_size() && (attrs_[id] & (kAttrControl | kAttrUnknown));
+    return VocabTokenizer::decode(ids, skip_special);
   }
 
   // Loading (the loaders below fill these in order).
@@ -54,7 +42,7 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   void finish_vocab();  // byte tokens, decoded bytes
   void add_merge(std::string_view left, std::string_view right, int32_t rank);
   void reserve(size_t tokens, size_t merges) {
-    token_text_.reserve(tokens);
+    texts_.reserve(tokens);
     attrs_.reserve(tokens);
     merges_.reserve(merges);
   }
@@ -67,12 +55,12 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   void finish_special(const Specials& s);
   void build_special_cache();
 
+  using VocabTokenizer::decode_options_;  // set by the GGUF loader below
   Flavor flavor_;
   PreTokenizer pre_;
   bool nfc_ = false;
   bool ignore_merges_ = false;
   bool add_eos_ = false;
-  LlamaCppDecodeOptions decode_options_;
   AddedTokenMatcher raw_added_;         // HF: matched on the raw text
   AddedTokenMatcher normalized_added_;  // HF: matched on the normalized text
   std::vector<std::pair<int32_t, std::string>> special_cache_;  // llama.cpp, longest first
@@ -82,10 +70,6 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;
 
-  std::vector<std::string> token_text_;   // as spelled in the vocabulary
-  std::vector<std::string> token_bytes_;  // what the token decodes to
-  std::vector<uint8_t> attrs_;
-  TokenIndex index_{&token_text_};
   BpeMerges merges_;
   std::string scratch_;  // merge concatenation while loading
 };
@@ -93,27 +77,27 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
 void ByteLevelBpeTokenizer::set_token(int32_t id, std::string text, uint8_t attr) {
   if (id < 0) fail("tokenizer: negative token id ", id);
   if (id >= (1 << 24)) fail("tokenizer: token id ", id, " is implausibly large");
-  if (static_cast<size_t>(id) >= token_text_.size()) {
-    token_text_.resize(id + 1);
+  if (static_cast<size_t>(id) >= texts_.size()) {
+    texts_.resize(id + 1);
     attrs_.resize(id + 1, 0);
   }
   // An added token may take over a vocabulary id; two vocabulary tokens may not share one.
   if (attrs_[id] != 0 && attr == kAttrNormal) fail("tokenizer: token id ", id, " is used twice");
-  token_text_[id] = std::move(text);
+  texts_[id] = std::move(text);
   attrs_[id] = attr | kAttrPresent;
 }
 
 void ByteLevelBpeTokenizer::finish_vocab() {
   // Text -> id. HF: added tokens win over vocabulary entries with the same text; llama.cpp
   // refuses duplicate texts.
-  index_.reset(&token_text_, token_text_.size());
+  index_.reset(&texts_, texts_.size());
   for (int32_t pass = 0; pass < 2; ++pass) {
     for (int32_t id = 0; id < vocab_size(); ++id) {
       const bool added = attrs_[id] & (kAttrControl | kAttrUserDefined);
       if (attrs_[id] == 0 || (pass == 1 && !(added && flavor_ == Flavor::kHuggingFace))) continue;
       const int32_t previous = index_.insert(id, /*overwrite=*/true);
       if (pass == 0 && previous >= 0 && flavor_ == Flavor::kLlamaCpp) {
-        fail("GGUF: duplicate token '", token_text_[id], "' (ids ", previous, " and ", id, ")");
+        fail("GGUF: duplicate token '", texts_[id], "' (ids ", previous, " and ", id, ")");
       }
     }
   }
@@ -122,15 +106,15 @@ void ByteLevelBpeTokenizer::finish_vocab() {
     byte_tokens[b] = index_.find(bytes_to_byte_level(std::string(1, static_cast<char>(b))));
   }
   merges_.set_byte_tokens(byte_tokens);
-  token_bytes_.assign(token_text_.size(), std::string());
+  token_bytes_.assign(texts_.size(), std::string());
   std::string bytes;
-  for (size_t id = 0; id < token_text_.size(); ++id) {
+  for (size_t id = 0; id < texts_.size(); ++id) {
     const uint8_t attr = attrs_[id];
     if (attr & (kAttrControl | kAttrUserDefined | kAttrUnknown)) {
-      token_bytes_[id] = token_text_[id];  // added tokens decode to their content
+      token_bytes_[id] = texts_[id];  // added tokens decode to their content
     } else if (attr & kAttrNormal) {
       // HF's ByteLevel decoder keeps a token verbatim if it is not in the byte alphabet.
-      token_bytes_[id] = byte_level_to_bytes(token_text_[id], bytes) ? bytes : token_text_[id];
+      token_bytes_[id] = byte_level_to_bytes(texts_[id], bytes) ? bytes : texts_[id];
     }
     // Unused / undefined tokens decode to nothing (llama.cpp).
   }
@@ -164,11 +148,11 @@ void ByteLevelBpeTokenizer::finish_special(const Specials& s) {
   if (eos_id_ >= vocab_size()) eos_id_ = -1;
   if (add_bos_ && bos_id_ < 0) fail("tokenizer: adds a BOS token but has none");
   if (add_eos_ && eos_id_ < 0) fail("tokenizer: adds an EOS token but has none");
-  if (bos_id_ >= 0 && bos_token_.empty()) bos_token_ = token_text_[bos_id_];
-  if (eos_id_ >= 0 && eos_token_.empty()) eos_token_ = token_text_[eos_id_];
+  if (bos_id_ >= 0 && bos_token_.empty()) bos_token_ = texts_[bos_id_];
+  if (eos_id_ >= 0 && eos_token_.empty()) eos_token_ = texts_[eos_id_];
   if (eos_id_ >= 0) stop_ids_.push_back(eos_id_);
   for (int32_t id = 0; id < vocab_size(); ++id) {
-    if (id != eos_id_ && is_stop_token_name(token_text_[id])) stop_ids_.push_back(id);
+    if (id != eos_id_ && is_stop_token_name(texts_[id])) stop_ids_.push_back(id);
   }
   decode_options_.add_bos = add_bos_;
   decode_options_.add_eos = add_eos_;
@@ -184,12 +168,12 @@ void ByteLevelBpeTokenizer::build_special_cache() {
     if (attrs_[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) ids.push_back(id);
   }
   std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
-    return token_text_[a].size() > token_text_[b].size();
+    return texts_[a].size() > texts_[b].size();
   });
   for (int32_t id : ids) {
-    special_cache_.emplace_back(id, token_text_[id]);
+    special_cache_.emplace_back(id, texts_[id]);
     // Without parse_special, user-defined tokens are still matched (HF does the same).
-    if (!(attrs_[id] & (kAttrControl | kAttrUnknown))) parse_always_.emplace_back(id, token_text_[id]);
+    if (!(attrs_[id] & (kAttrControl | kAttrUnknown))) parse_always_.emplace_back(id, texts_[id]);
   }
 }
 

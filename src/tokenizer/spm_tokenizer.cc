@@ -36,43 +36,23 @@ int hex_value(char c) {
   return -1;
 }
 
-class SpmTokenizer final : public Tokenizer {
+class SpmTokenizer final : public VocabTokenizer {
  public:
   explicit SpmTokenizer(const GgufFile& gguf);
 
   std::vector<int32_t> encode(std::string_view text, bool parse_special) const override;
-  std::string token_bytes(int32_t id) const override {
-    return id >= 0 && id < vocab_size() ? token_bytes_[id] : std::string();
-  }
-  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
-    return llama_cpp_decode(*this, ids, skip_special, decode_options_);
-  }
-  int32_t vocab_size() const override { return static_cast<int32_t>(texts_.size()); }
-  std::optional<int32_t> token_to_id(std::string_view token) const override {
-    const int32_t id = index_.find(token);
-    if (id < 0) return std::nullopt;
-    return id;
-  }
-  bool is_special(int32_t id) const override {
-    return id >= 0 && id < vocab_size() && (attrs_[id] & (kAttrControl | kAttrUnknown));
-  }
 
  private:
   int32_t lookup(std::string_view text) const { return index_.find(text); }
   void encode_fragment(const std::string& text, std::vector<int32_t>& out) const;
   void push_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 
-  std::vector<std::string> texts_;
-  std::vector<std::string> token_bytes_;
   std::vector<float> scores_;
-  std::vector<uint8_t> attrs_;
-  TokenIndex index_{&texts_};
   std::array<int32_t, 256> byte_tokens_{};
   int32_t unk_id_ = -1;
   bool add_space_prefix_ = true;
   bool add_eos_ = false;
   std::vector<std::pair<int32_t, std::string>> special_cache_, parse_always_;
-  LlamaCppDecodeOptions decode_options_;
 };
 
 SpmTokenizer::SpmTokenizer(const GgufFile& gguf) {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/token_index.h"
 #include "tokenizer/tokenizer.h"
 
 namespace zen {
@@ -54,5 +55,33 @@ const std::vector<double>& gguf_number_array(const GgufFile& gguf, const std::st
 uint8_t gguf_token_attr(const std::vector<double>& types, size_t i);
 int32_t gguf_token_id(const GgufFile& gguf, const std::string& key, int32_t fallback,
                       int32_t vocab_size);
+
+// The vocabulary tables both implementations (byte-level BPE, SentencePiece) share, and the
+// Tokenizer accessors built on them. decode() is llama.cpp's; the HF flavour overrides it.
+class VocabTokenizer : public Tokenizer {
+ public:
+  std::string token_bytes(int32_t id) const override {
+    return id >= 0 && id < vocab_size() ? token_bytes_[static_cast<size_t>(id)] : std::string();
+  }
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
+    return llama_cpp_decode(*this, ids, skip_special, decode_options_);
+  }
+  int32_t vocab_size() const override { return static_cast<int32_t>(texts_.size()); }
+  std::optional<int32_t> token_to_id(std::string_view token) const override {
+    const int32_t id = index_.find(token);
+    if (id < 0) return std::nullopt;
+    return id;
+  }
+  bool is_special(int32_t id) const override {
+    return id >= 0 && id < vocab_size() && (attrs_[static_cast<size_t>(id)] & (kAttrControl | kAttrUnknown));
+  }
+
+ protected:
+  std::vector<std::string> texts_;        // as spelled in the vocabulary
+  std::vector<std::string> token_bytes_;  // what each token decodes to
+  std::vector<uint8_t> attrs_;
+  TokenIndex index_{&texts_};
+  LlamaCppDecodeOptions decode_options_;
+};
 
 }  // namespace zen
