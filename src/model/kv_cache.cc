@@ -1,7 +1,6 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 
 #include "base/error.h"
@@ -32,16 +31,7 @@ void encode_row(KvDType dtype, const float* x, uint8_t* out, int64_t n) {
   }
 }
 
-// Decode tables shared with the FP8 weight kernels.
-const float* e5m2_lut() {
-  static const std::array<float, 256> t = [] {
-    std::array<float, 256> v{};
-    for (int b = 0; b < 256; ++b) v[static_cast<size_t>(b)] = fp8_e5m2_to_f32(static_cast<uint8_t>(b));
-    return v;
-  }();
-  return t.data();
-}
-
+// Decode tables: kernels::e4m3_lut / e5m2_lut, shared with the FP8 weight kernels.
 float dot_fp8(const float* table, const float* q, const uint8_t* k, int64_t n) {
   float s = 0.0f;
   for (int64_t i = 0; i < n; ++i) s += q[i] * table[k[i]];
@@ -122,7 +112,7 @@ float KvCache::dot_k(int layer, int64_t pos, int64_t kv_head, const float* q) co
       return s;
     }
     case KvDType::F8_E4M3: return dot_fp8(kernels::e4m3_lut(), q, k, head_dim_);
-    case KvDType::F8_E5M2: return dot_fp8(e5m2_lut(), q, k, head_dim_);
+    case KvDType::F8_E5M2: return dot_fp8(kernels::e5m2_lut(), q, k, head_dim_);
   }
   return 0.0f;
 }
@@ -144,7 +134,7 @@ void KvCache::axpy_v(int layer, int64_t pos, int64_t kv_head, float a, float* ou
       for (int64_t i = 0; i < head_dim_; ++i) out[i] += a * kernels::e4m3_lut()[v[i]];
       return;
     case KvDType::F8_E5M2:
-      for (int64_t i = 0; i < head_dim_; ++i) out[i] += a * e5m2_lut()[v[i]];
+      for (int64_t i = 0; i < head_dim_; ++i) out[i] += a * kernels::e5m2_lut()[v[i]];
       return;
   }
 }

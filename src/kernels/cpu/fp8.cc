@@ -118,6 +118,7 @@ constexpr size_t kMinParallelBytes = size_t{64} << 10;  // below this, waking th
 float e4m3_to_f32(uint8_t b) { return e4m3_table()[b]; }
 const float* e4m3_lut() { return e4m3_table().data(); }
 float e5m2_to_f32(uint8_t b) { return e5m2_table()[b]; }
+const float* e5m2_lut() { return e5m2_table().data(); }
 
 void dequantize_e4m3(const uint8_t* src, float* out, int64_t n) {
   const Table& t = e4m3_table();

@@ -23,6 +23,8 @@ float e5m2_to_f32(uint8_t b);
 void dequantize_e4m3(const uint8_t* src, float* out, int64_t n);
 // The 256-entry E4M3 decode table, for kernels that look up many values in a loop.
 const float* e4m3_lut();
+// The 256-entry E5M2 decode table (KV-cache reads).
+const float* e5m2_lut();
 void dequantize_e5m2(const uint8_t* src, float* out, int64_t n);
 
 // An FP8 E4M3 weight matrix [rows, cols] with a grid of scales over [block_rows, block_cols]
