@@ -204,4 +204,22 @@ void ModelConfig::validate() const {
     fail("model config: yarn needs original_max_position_embeddings");
 }
 
+bool ModelConfig::is_full_attention(int64_t layer) const {
+  if (layer_types.empty()) return true;
+  return layer_types.at(static_cast<size_t>(layer)) == "full_attention";
+}
+
+int64_t ModelConfig::num_kv_layers() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < num_layers; ++l) n += is_full_attention(l) ? 1 : 0;
+  return n;
+}
+
+int ModelConfig::kv_layer_index(int64_t layer) const {
+  if (!is_full_attention(layer)) return -1;
+  int index = 0;
+  for (int64_t l = 0; l < layer; ++l) index += is_full_attention(l) ? 1 : 0;
+  return index;
+}
+
 }  // namespace zen

@@ -36,8 +36,22 @@ struct ModelConfig {
   double yarn_beta_slow = 1.0;
   double yarn_attention_factor = 0.0;  // 0: derived (0.1 ln(factor) + 1)
   std::string torch_dtype;             // informational
+  // Hybrid models (qwen3_5, qwen3_next): per layer "full_attention" or "linear_attention";
+  // empty means every layer is full attention.
+  std::vector<std::string> layer_types;
+  // Gated DeltaNet (linear_attention layers).
+  int64_t linear_num_key_heads = 0;     // Hk
+  int64_t linear_num_value_heads = 0;   // Hv (a multiple of Hk)
+  int64_t linear_key_head_dim = 0;      // Dk
+  int64_t linear_value_head_dim = 0;    // Dv
+  int64_t linear_conv_kernel_dim = 0;   // causal depthwise conv1d width (4)
   std::vector<int32_t> eos_token_ids;  // from generation_config.json / config.json / GGUF
   int32_t bos_token_id = -1;
+
+  bool is_full_attention(int64_t layer) const;
+  int64_t num_kv_layers() const;            // layers that keep K and V
+  int kv_layer_index(int64_t layer) const;  // index among KV layers; -1 for linear layers
+  int64_t num_linear_layers() const { return num_layers - num_kv_layers(); }
 
   static ModelConfig from_hf(const nlohmann::json& config);  // throws zen::Error
   static ModelConfig from_gguf(const GgufFile& gguf);

@@ -8,6 +8,7 @@
 #include "base/numeric.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
+#include "model/attention.h"
 #include "model/weight_names.h"
 
 namespace zen {
@@ -93,61 +94,54 @@ void DenseModel::bind_weights(bool strict) {
   if (strict) c.require_clean();
 }
 
-void DenseModel::ensure_buffers(int64_t n, int64_t context) {
-  if (n > cap_tokens_) {
-    const auto N = static_cast<size_t>(n);
-    const auto H = static_cast<size_t>(cfg_.hidden_size), I = static_cast<size_t>(cfg_.intermediate_size);
-    const auto q_dim = static_cast<size_t>(cfg_.num_heads * cfg_.head_dim);
-    const auto kv_dim = static_cast<size_t>(cfg_.num_kv_heads * cfg_.head_dim);
-    x_.resize(N * H);
-    xn_.resize(N * H);
-    tmp_.resize(N * H);
-    q_.resize(N * q_dim);
-    attn_.resize(N * q_dim);
-    k_.resize(N * kv_dim);
-    v_.resize(N * kv_dim);
-    gate_.resize(N * I);
-    up_.resize(N * I);
-    cos_.resize(N * static_cast<size_t>(rope_.dim() / 2));
-    sin_.resize(cos_.size());
-    cap_tokens_ = n;
-  }
-  const size_t need = static_cast<size_t>(pool_.size()) * static_cast<size_t>(context);
-  if (scores_.size() < need) scores_.resize(need);
+void DenseModel::ensure_buffers(int64_t n) {
+  if (n <= cap_tokens_) return;
+  const auto N = static_cast<size_t>(n);
+  const auto H = static_cast<size_t>(cfg_.hidden_size), I = static_cast<size_t>(cfg_.intermediate_size);
+  const auto q_dim = static_cast<size_t>(cfg_.num_heads * cfg_.head_dim);
+  const auto kv_dim = static_cast<size_t>(cfg_.num_kv_heads * cfg_.head_dim);
+  x_.resize(N * H);
+  xn_.resize(N * H);
+  tmp_.resize(N * H);
+  q_.resize(N * q_dim);
+  attn_.resize(N * q_dim);
+  k_.resize(N * kv_dim);
+  v_.resize(N * kv_dim);
+  gate_.resize(N * I);
+  up_.resize(N * I);
+  cos_.resize(N * static_cast<size_t>(rope_.dim() / 2));
+  sin_.resize(cos_.size());
+  cap_tokens_ = n;
 }
 
-void DenseModel::forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits) {
-  const auto n = static_cast<int64_t>(tokens.size());
-  if (n == 0) return;
+void DenseModel::forward(const ForwardBatch& batch, float* logits) {
   if (!complete_) fail("the model was loaded with missing or mismatched tensors and cannot run");
-  const int64_t p0 = cache.size();
-  if (p0 + n > cache.capacity())
-    fail("context full: ", p0, " cached + ", n, " new tokens exceed the cache capacity of ", cache.capacity());
+  if (batch.kv == nullptr) fail("forward: the batch has no KV pool");
+  flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
+  const int64_t n = flat_.size();
+  if (n == 0) return;
   const int64_t H = cfg_.hidden_size;
-  ensure_buffers(n, p0 + n);
+  ensure_buffers(n);
 
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t id = tokens[static_cast<size_t>(t)];
-    if (id < 0 || id >= cfg_.vocab_size) fail("token id ", id, " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
-    w_.embed.dequantize_row(id, &x_[t * H]);
-  }
+  for (int64_t t = 0; t < n; ++t) w_.embed.dequantize_row(flat_.ids[static_cast<size_t>(t)], &x_[t * H]);
   const int64_t half = rope_.dim() / 2;
-  for (int64_t t = 0; t < n; ++t) rope_.angles(p0 + t, &cos_[t * half], &sin_[t * half]);
+  for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
 
   for (size_t l = 0; l < w_.layers.size(); ++l) {
-    attention_block(w_.layers[l], static_cast<int>(l), cache, n, p0);
+    attention_block(w_.layers[l], static_cast<int>(l), batch);
     mlp_block(w_.layers[l], n);
   }
-  cache.advance(n);
 
-  const int64_t first = all_logits ? 0 : n - 1;
-  const int64_t rows = n - first;
-  for (int64_t t = first; t < n; ++t)
-    kernels::rmsnorm(&x_[t * H], w_.final_norm.data(), static_cast<float>(cfg_.rms_norm_eps), H, &xn_[t * H]);
-  w_.lm_head.matmul(&xn_[first * H], rows, logits, pool_);
+  const auto rows = static_cast<int64_t>(flat_.logit_row.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
+    kernels::rmsnorm(&x_[t * H], w_.final_norm.data(), static_cast<float>(cfg_.rms_norm_eps), H, &xn_[r * H]);
+  }
+  w_.lm_head.matmul(xn_.data(), rows, logits, pool_);
 }
 
-void DenseModel::attention_block(const DenseLayer& L, int layer, KvCache& cache, int64_t n, int64_t p0) {
+void DenseModel::attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch) {
+  const int64_t n = flat_.size();
   const int64_t H = cfg_.hidden_size, hd = cfg_.head_dim;
   const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
   const int64_t q_dim = nh * hd, kv_dim = nkv * hd;
@@ -172,39 +166,13 @@ void DenseModel::attention_block(const DenseLayer& L, int layer, KvCache& cache,
     }
     rope_.apply(q, nh, hd, &cos_[t * half], &sin_[t * half]);
     rope_.apply(k, nkv, hd, &cos_[t * half], &sin_[t * half]);
-    cache.store(layer, p0 + t, k, v);
   }
-  attend(layer, cache, n, p0);
+  const int kv_layer = cfg_.kv_layer_index(layer);
+  store_kv(*batch.kv, kv_layer, batch, flat_, k_.data(), v_.data(), kv_dim);
+  const AttentionShape shape{nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  paged_attention(*batch.kv, kv_layer, batch, flat_, shape, q_.data(), attn_.data(), pool_, scores_);
   L.wo.matmul(attn_.data(), n, tmp_.data(), pool_);
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
-}
-
-// Causal attention of n new tokens (positions p0..p0+n-1) over the cache, one (token, head)
-// pair per work item, so each output is computed by one thread in a fixed order.
-void DenseModel::attend(int layer, const KvCache& cache, int64_t n, int64_t p0) {
-  const int64_t hd = cfg_.head_dim, nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
-  const int64_t group = nh / nkv, context = p0 + n;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool_.parallel_for(n * nh, [&](int64_t begin, int64_t end, int thread) {
-    float* scores = &scores_[static_cast<size_t>(thread) * static_cast<size_t>(context)];
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / nh, h = item % nh, g = h / group;
-      const int64_t len = p0 + t + 1;  // causal: sees itself and everything before
-      const float* q = &q_[(t * nh + h) * hd];
-      float* out = &attn_[(t * nh + h) * hd];
-      cache.key_scores(layer, g, q, scale, len, scores);
-      float max_score = -INFINITY;
-      for (int64_t j = 0; j < len; ++j) max_score = std::max(max_score, scores[j]);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < len; ++j) {
-        scores[j] = std::exp(scores[j] - max_score);
-        sum += scores[j];
-      }
-      const float inv = 1.0f / sum;
-      for (int64_t j = 0; j < len; ++j) scores[j] *= inv;
-      cache.weighted_values(layer, g, scores, len, out);
-    }
-  });
 }
 
 void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {

@@ -7,6 +7,7 @@
 
 #include "base/thread_pool.h"
 #include "io/checkpoint.h"
+#include "model/attention.h"
 #include "model/linear.h"
 #include "model/model.h"
 #include "model/rope.h"
@@ -44,14 +45,14 @@ class DenseModel final : public Model {
   const Checkpoint& checkpoint() const override { return *ckpt_; }
   ThreadPool& pool() override { return pool_; }
   void attach_tokenizer(std::unique_ptr<Tokenizer> tok) override { tok_ = std::move(tok); }
-  void forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits) override;
+  using Model::forward;
+  void forward(const ForwardBatch& batch, float* logits) override;
 
  private:
   void bind_weights(bool strict);  // takes every tensor from the checkpoint ledger
-  void attention_block(const DenseLayer& L, int layer, KvCache& cache, int64_t n, int64_t p0);
+  void attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch);
   void mlp_block(const DenseLayer& L, int64_t n);
-  void attend(int layer, const KvCache& cache, int64_t n, int64_t p0);
-  void ensure_buffers(int64_t n, int64_t context);
+  void ensure_buffers(int64_t n);
 
   std::unique_ptr<Checkpoint> ckpt_;
   ModelConfig cfg_;
@@ -65,6 +66,7 @@ class DenseModel final : public Model {
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;  // [n, ...]
   std::vector<float> cos_, sin_;                                    // [n, rope_dim/2]
   std::vector<float> scores_;                                       // [threads, context]
+  FlatBatch flat_;
 };
 
 }  // namespace zen

@@ -66,39 +66,68 @@ size_t kv_dtype_bytes(KvDType t) {
   }
 }
 
-KvCache::KvCache(const ModelConfig& cfg, int64_t capacity, KvDType dtype)
+KvPool::KvPool(const ModelConfig& cfg, int64_t num_blocks, KvDType dtype, int64_t block_size)
     : dtype_(dtype),
-      capacity_(capacity),
+      num_blocks_(num_blocks),
+      block_size_(block_size),
+      layers_(cfg.num_kv_layers()),
       head_dim_(cfg.head_dim),
-      row_(cfg.num_kv_heads * cfg.head_dim),
-      layer_stride_(capacity * row_) {
-  if (capacity <= 0) fail("KV cache capacity must be positive, got ", capacity);
-  const size_t total = static_cast<size_t>(cfg.num_layers) * static_cast<size_t>(layer_stride_) * kv_dtype_bytes(dtype);
+      row_(cfg.num_kv_heads * cfg.head_dim) {
+  if (num_blocks <= 0) fail("KV pool needs at least one block, got ", num_blocks);
+  if (block_size <= 0) fail("KV block size must be positive, got ", block_size);
+  const size_t total = static_cast<size_t>(layers_) * static_cast<size_t>(num_blocks_) *
+                       static_cast<size_t>(block_size_) * static_cast<size_t>(row_) * kv_dtype_bytes(dtype);
   k_.resize(total);
   v_.resize(total);
 }
 
-size_t KvCache::bytes_per_token() const {
-  return 2 * static_cast<size_t>(k_.size() / static_cast<size_t>(capacity_));
+size_t KvPool::bytes_per_token(const ModelConfig& cfg, KvDType dtype) {
+  return 2 * static_cast<size_t>(cfg.num_kv_layers()) * static_cast<size_t>(cfg.num_kv_heads * cfg.head_dim) *
+         kv_dtype_bytes(dtype);
 }
 
-void KvCache::truncate(int64_t n) {
-  ZEN_CHECK(n >= 0 && n <= n_past_, "truncate to ", n, " of ", n_past_);
-  n_past_ = n;
+size_t KvPool::bytes_per_token() const {
+  return 2 * static_cast<size_t>(layers_) * static_cast<size_t>(row_) * kv_dtype_bytes(dtype_);
 }
 
-size_t KvCache::offset(int layer, int64_t pos, int64_t kv_head) const {
-  return static_cast<size_t>(layer * layer_stride_ + pos * row_ + kv_head * head_dim_) * kv_dtype_bytes(dtype_);
+size_t KvPool::row_offset(int layer, std::span<const int32_t> blocks, int64_t pos) const {
+  const int64_t logical = pos / block_size_;
+  ZEN_CHECK(layer >= 0 && layer < layers_, "KV layer ", layer, " of ", layers_);
+  ZEN_CHECK(pos >= 0 && logical < static_cast<int64_t>(blocks.size()), "KV position ", pos, " beyond the ",
+            blocks.size(), " blocks of the sequence");
+  const int64_t block = blocks[static_cast<size_t>(logical)];
+  ZEN_CHECK(block >= 0 && block < num_blocks_, "KV block ", block, " outside the pool of ", num_blocks_);
+  const int64_t row_index = (static_cast<int64_t>(layer) * num_blocks_ + block) * block_size_ + pos % block_size_;
+  return static_cast<size_t>(row_index * row_) * kv_dtype_bytes(dtype_);
 }
 
-void KvCache::store(int layer, int64_t pos, const float* k, const float* v) {
-  ZEN_CHECK(pos >= 0 && pos < capacity_, "KV position ", pos, " outside capacity ", capacity_);
-  encode_row(dtype_, k, &k_[offset(layer, pos, 0)], row_);
-  encode_row(dtype_, v, &v_[offset(layer, pos, 0)], row_);
+const uint8_t* KvPool::k_row(int layer, std::span<const int32_t> blocks, int64_t pos) const {
+  return &k_[row_offset(layer, blocks, pos)];
+}
+const uint8_t* KvPool::v_row(int layer, std::span<const int32_t> blocks, int64_t pos) const {
+  return &v_[row_offset(layer, blocks, pos)];
 }
 
-float KvCache::dot_k(int layer, int64_t pos, int64_t kv_head, const float* q) const {
-  const uint8_t* k = &k_[offset(layer, pos, kv_head)];
+void KvPool::store(int layer, std::span<const int32_t> blocks, int64_t pos, const float* k, const float* v) {
+  const size_t off = row_offset(layer, blocks, pos);
+  encode_row(dtype_, k, &k_[off], row_);
+  encode_row(dtype_, v, &v_[off], row_);
+}
+
+void KvPool::copy_block(int32_t src, int32_t dst) {
+  ZEN_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_, "copy_block ", src, " -> ", dst);
+  const size_t block_bytes = static_cast<size_t>(block_size_ * row_) * kv_dtype_bytes(dtype_);
+  for (int64_t l = 0; l < layers_; ++l) {
+    const size_t base = static_cast<size_t>(l * num_blocks_) * block_bytes;
+    std::memcpy(&k_[base + static_cast<size_t>(dst) * block_bytes], &k_[base + static_cast<size_t>(src) * block_bytes],
+                block_bytes);
+    std::memcpy(&v_[base + static_cast<size_t>(dst) * block_bytes], &v_[base + static_cast<size_t>(src) * block_bytes],
+                block_bytes);
+  }
+}
+
+float KvPool::dot_k(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head, const float* q) const {
+  const uint8_t* k = k_row(layer, blocks, pos) + static_cast<size_t>(kv_head * head_dim_) * kv_dtype_bytes(dtype_);
   switch (dtype_) {
     case KvDType::F32:
       return kernels::dot_f32(q, reinterpret_cast<const float*>(k), head_dim_);
@@ -117,8 +146,9 @@ float KvCache::dot_k(int layer, int64_t pos, int64_t kv_head, const float* q) co
   return 0.0f;
 }
 
-void KvCache::axpy_v(int layer, int64_t pos, int64_t kv_head, float a, float* out) const {
-  const uint8_t* v = &v_[offset(layer, pos, kv_head)];
+void KvPool::axpy_v(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head, float a,
+                    float* out) const {
+  const uint8_t* v = v_row(layer, blocks, pos) + static_cast<size_t>(kv_head * head_dim_) * kv_dtype_bytes(dtype_);
   switch (dtype_) {
     case KvDType::F32:
       kernels::axpy_f32(a, reinterpret_cast<const float*>(v), out, head_dim_);
@@ -139,25 +169,68 @@ void KvCache::axpy_v(int layer, int64_t pos, int64_t kv_head, float a, float* ou
   }
 }
 
-void KvCache::key_scores(int layer, int64_t kv_head, const float* q, float scale, int64_t n, float* scores) const {
-  if (dtype_ == KvDType::F32) {
-    const size_t stride = static_cast<size_t>(row_);
-    const float* k = reinterpret_cast<const float*>(&k_[offset(layer, 0, kv_head)]);
-    for (int64_t j = 0; j < n; ++j) scores[j] = kernels::dot_f32(q, k + static_cast<size_t>(j) * stride, head_dim_) * scale;
+// Walks a block at a time so the inner loops see contiguous rows.
+void KvPool::key_scores(int layer, std::span<const int32_t> blocks, int64_t kv_head, const float* q, float scale,
+                        int64_t n, float* scores) const {
+  if (dtype_ != KvDType::F32) {
+    for (int64_t j = 0; j < n; ++j) scores[j] = dot_k(layer, blocks, j, kv_head, q) * scale;
     return;
   }
-  for (int64_t j = 0; j < n; ++j) scores[j] = dot_k(layer, j, kv_head, q) * scale;
+  const auto stride = static_cast<size_t>(row_);
+  for (int64_t b0 = 0; b0 < n; b0 += block_size_) {
+    const float* k = reinterpret_cast<const float*>(k_row(layer, blocks, b0)) + kv_head * head_dim_;
+    const int64_t end = std::min(n, b0 + block_size_);
+    for (int64_t j = b0; j < end; ++j)
+      scores[j] = kernels::dot_f32(q, k + static_cast<size_t>(j - b0) * stride, head_dim_) * scale;
+  }
 }
 
-void KvCache::weighted_values(int layer, int64_t kv_head, const float* weights, int64_t n, float* out) const {
+void KvPool::weighted_values(int layer, std::span<const int32_t> blocks, int64_t kv_head, const float* weights,
+                             int64_t n, float* out) const {
   std::fill(out, out + head_dim_, 0.0f);
-  if (dtype_ == KvDType::F32) {
-    const size_t stride = static_cast<size_t>(row_);
-    const float* v = reinterpret_cast<const float*>(&v_[offset(layer, 0, kv_head)]);
-    for (int64_t j = 0; j < n; ++j) kernels::axpy_f32(weights[j], v + static_cast<size_t>(j) * stride, out, head_dim_);
+  if (dtype_ != KvDType::F32) {
+    for (int64_t j = 0; j < n; ++j) axpy_v(layer, blocks, j, kv_head, weights[j], out);
     return;
   }
-  for (int64_t j = 0; j < n; ++j) axpy_v(layer, j, kv_head, weights[j], out);
+  const auto stride = static_cast<size_t>(row_);
+  for (int64_t b0 = 0; b0 < n; b0 += block_size_) {
+    const float* v = reinterpret_cast<const float*>(v_row(layer, blocks, b0)) + kv_head * head_dim_;
+    const int64_t end = std::min(n, b0 + block_size_);
+    for (int64_t j = b0; j < end; ++j)
+      kernels::axpy_f32(weights[j], v + static_cast<size_t>(j - b0) * stride, out, head_dim_);
+  }
+}
+
+namespace {
+int64_t blocks_for(int64_t tokens) {
+  if (tokens <= 0) fail("KV cache capacity must be positive, got ", tokens);
+  return (tokens + KvPool::kDefaultBlockSize - 1) / KvPool::kDefaultBlockSize;
+}
+}  // namespace
+
+KvCache::KvCache(const ModelConfig& cfg, int64_t capacity, KvDType dtype)
+    : pool_(cfg, blocks_for(capacity), dtype), capacity_(capacity) {
+  blocks_.resize(static_cast<size_t>(pool_.num_blocks()));
+  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i] = static_cast<int32_t>(i);
+  const int64_t state_floats = recurrent_state_floats(cfg);
+  if (state_floats > 0) states_ = std::make_unique<StatePool>(state_floats, 1);
+}
+
+void KvCache::store(int layer, int64_t pos, const float* k, const float* v) {
+  ZEN_CHECK(pos >= 0 && pos < capacity_, "KV position ", pos, " outside capacity ", capacity_);
+  pool_.store(layer, blocks_, pos, k, v);
+}
+
+void KvCache::clear() {
+  n_past_ = 0;
+  if (states_) states_->zero(0);
+}
+
+void KvCache::truncate(int64_t n) {
+  ZEN_CHECK(n >= 0 && n <= n_past_, "truncate to ", n, " of ", n_past_);
+  if (n == 0) return clear();
+  if (states_ && n != n_past_) fail("a recurrent state cannot be rewound from ", n_past_, " to ", n, " tokens");
+  n_past_ = n;
 }
 
 }  // namespace zen

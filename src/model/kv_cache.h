@@ -1,12 +1,18 @@
-// Per-sequence attention state: K and V of every layer, [layer][pos][kv_heads * head_dim],
-// stored in f32, bf16, or fp8 (e4m3 / e5m2, unscaled with saturation, as vLLM's fp8 cache
-// with scale 1). Attention reads through dot_k/axpy_v, which convert on the fly.
+// Attention state. KvPool is the paged store every sequence shares: K and V of every
+// attention layer in fixed-size blocks, [kv_layer][block][block_size][kv_heads * head_dim],
+// kept in f32, bf16, or fp8 (e4m3 / e5m2, unscaled with saturation, as vLLM's fp8 cache with
+// scale 1). A sequence owns a block table (logical block i -> physical block); attention
+// reads through key_scores / weighted_values, which convert on the fly.
+// KvCache is one sequence with a private pool and a contiguous block table (CLI, tests).
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
+#include "model/state_cache.h"
 
 namespace zen {
 
@@ -17,39 +23,88 @@ KvDType parse_kv_cache_quant(const std::string& value);  // throws naming the ac
 const char* kv_dtype_name(KvDType t);
 size_t kv_dtype_bytes(KvDType t);
 
+class KvPool {
+ public:
+  static constexpr int64_t kDefaultBlockSize = 16;
+  KvPool(const ModelConfig& cfg, int64_t num_blocks, KvDType dtype = KvDType::F32,
+         int64_t block_size = kDefaultBlockSize);
+  int64_t num_blocks() const { return num_blocks_; }
+  int64_t block_size() const { return block_size_; }
+  int64_t num_layers() const { return layers_; }  // attention layers holding KV
+  KvDType dtype() const { return dtype_; }
+  size_t bytes_per_token() const;  // all KV layers, K and V
+  size_t bytes_per_block() const { return bytes_per_token() * static_cast<size_t>(block_size_); }
+  // KV bytes per token of a config (full-attention layers only) at a precision.
+  static size_t bytes_per_token(const ModelConfig& cfg, KvDType dtype);
+
+  // Writes one token's K and V rows ([kv_heads * head_dim] each) at position pos of the
+  // sequence whose block table is blocks. layer: KV layer index (ModelConfig::kv_layer_index).
+  void store(int layer, std::span<const int32_t> blocks, int64_t pos, const float* k, const float* v);
+  // scores[j] = q . K[layer][pos j][kv_head] * scale, j in [0, n)
+  void key_scores(int layer, std::span<const int32_t> blocks, int64_t kv_head, const float* q, float scale,
+                  int64_t n, float* scores) const;
+  // out = sum_j weights[j] * V[layer][pos j][kv_head], j in [0, n), accumulated in order of j
+  void weighted_values(int layer, std::span<const int32_t> blocks, int64_t kv_head, const float* weights,
+                       int64_t n, float* out) const;
+  // Single-key forms (tests; each equals the batched element exactly).
+  float dot_k(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head, const float* q) const;
+  void axpy_v(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head, float a, float* out) const;
+  // Copies every layer's K and V of block src into block dst (copy-on-write of shared blocks).
+  void copy_block(int32_t src, int32_t dst);
+
+ private:
+  const uint8_t* k_row(int layer, std::span<const int32_t> blocks, int64_t pos) const;
+  const uint8_t* v_row(int layer, std::span<const int32_t> blocks, int64_t pos) const;
+  size_t row_offset(int layer, std::span<const int32_t> blocks, int64_t pos) const;
+  KvDType dtype_;
+  int64_t num_blocks_, block_size_, layers_;
+  int64_t head_dim_;
+  int64_t row_;  // kv_heads * head_dim elements
+  std::vector<uint8_t> k_, v_;
+};
+
+// One sequence: a private pool with capacity tokens, blocks 0, 1, 2, ... in order, and, for
+// hybrid models, one recurrent-state slot.
 class KvCache {
  public:
   KvCache(const ModelConfig& cfg, int64_t capacity, KvDType dtype = KvDType::F32);
   int64_t size() const { return n_past_; }  // tokens already in the cache
   int64_t capacity() const { return capacity_; }
-  KvDType dtype() const { return dtype_; }
-  size_t bytes_per_token() const;  // all layers, K and V
-  void clear() { n_past_ = 0; }
-  void truncate(int64_t n);  // drop tokens from position n on
+  KvDType dtype() const { return pool_.dtype(); }
+  size_t bytes_per_token() const { return pool_.bytes_per_token(); }
+  void clear();  // also zeroes the recurrent state
+  // Drops tokens from position n on. A recurrent state cannot be rewound: with one, only
+  // n == size() or n == 0 is allowed.
+  void truncate(int64_t n);
   void advance(int64_t n) { n_past_ += n; }
 
-  // Writes one token's K and V rows ([kv_heads * head_dim] each) at pos.
+  KvPool& pool() { return pool_; }
+  const KvPool& pool() const { return pool_; }
+  std::span<const int32_t> blocks() const { return blocks_; }
+  StatePool* states() { return states_.get(); }  // null for models without recurrent layers
+  int32_t state_slot() const { return states_ ? 0 : -1; }
+
+  // Contiguous-sequence forms of KvPool's accessors.
   void store(int layer, int64_t pos, const float* k, const float* v);
-  // q . K[layer][pos][kv_head]  (q: [head_dim])
-  float dot_k(int layer, int64_t pos, int64_t kv_head, const float* q) const;
-  // out += a * V[layer][pos][kv_head]  (out: [head_dim])
-  void axpy_v(int layer, int64_t pos, int64_t kv_head, float a, float* out) const;
-  // Batched forms for attention (one dtype switch per call, not per key); each element is
-  // exactly what dot_k / axpy_v give.
-  // scores[j] = q . K[layer][j][kv_head] * scale, j in [0, n)
-  void key_scores(int layer, int64_t kv_head, const float* q, float scale, int64_t n, float* scores) const;
-  // out = sum_j weights[j] * V[layer][j][kv_head], j in [0, n), accumulated in order of j
-  void weighted_values(int layer, int64_t kv_head, const float* weights, int64_t n, float* out) const;
+  float dot_k(int layer, int64_t pos, int64_t kv_head, const float* q) const {
+    return pool_.dot_k(layer, blocks_, pos, kv_head, q);
+  }
+  void axpy_v(int layer, int64_t pos, int64_t kv_head, float a, float* out) const {
+    pool_.axpy_v(layer, blocks_, pos, kv_head, a, out);
+  }
+  void key_scores(int layer, int64_t kv_head, const float* q, float scale, int64_t n, float* scores) const {
+    pool_.key_scores(layer, blocks_, kv_head, q, scale, n, scores);
+  }
+  void weighted_values(int layer, int64_t kv_head, const float* weights, int64_t n, float* out) const {
+    pool_.weighted_values(layer, blocks_, kv_head, weights, n, out);
+  }
 
  private:
-  size_t offset(int layer, int64_t pos, int64_t kv_head) const;
-  KvDType dtype_;
+  KvPool pool_;
   int64_t capacity_;
   int64_t n_past_ = 0;
-  int64_t head_dim_;
-  int64_t row_;  // kv_heads * head_dim elements
-  int64_t layer_stride_;
-  std::vector<uint8_t> k_, v_;
+  std::vector<int32_t> blocks_;
+  std::unique_ptr<StatePool> states_;
 };
 
 }  // namespace zen

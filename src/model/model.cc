@@ -58,4 +58,29 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   return model;
 }
 
+int64_t logit_rows(const ForwardBatch& batch) {
+  int64_t rows = 0;
+  for (const SeqSlice& s : batch.seqs) rows += s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;
+  return rows;
+}
+
+void Model::forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits) {
+  if (tokens.empty()) return;
+  const int64_t p0 = cache.size(), n = static_cast<int64_t>(tokens.size());
+  if (p0 + n > cache.capacity())
+    fail("context full: ", p0, " cached + ", n, " new tokens exceed the cache capacity of ", cache.capacity());
+  SeqSlice slice;
+  slice.tokens = tokens;
+  slice.pos = p0;
+  slice.blocks = cache.blocks();
+  slice.state_slot = cache.state_slot();
+  slice.all_logits = all_logits;
+  ForwardBatch batch;
+  batch.kv = &cache.pool();
+  batch.states = cache.states();
+  batch.seqs = std::span<const SeqSlice>(&slice, 1);
+  forward(batch, logits);
+  cache.advance(n);
+}
+
 }  // namespace zen

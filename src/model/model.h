@@ -16,6 +16,30 @@ namespace zen {
 
 class ThreadPool;
 
+// One sequence's share of a batched forward.
+struct SeqSlice {
+  std::span<const int32_t> tokens;  // new tokens, at positions [pos, pos + tokens.size())
+  int64_t pos = 0;                  // tokens of this sequence already in the cache
+  std::span<const int32_t> blocks;  // KV block table covering pos + tokens.size() tokens
+  int32_t state_slot = -1;          // recurrent-state slot (hybrid models), else -1
+  bool all_logits = false;          // logits for every new token, else for the last only
+  // Speculative decoding (hybrid models): when non-empty (tokens.size() entries), the state
+  // after new token i is also copied to slot state_history[i], so a verifier can restore the
+  // state after the last accepted token. KV needs no such help: rejected positions are simply
+  // overwritten later.
+  std::span<const int32_t> state_history;
+};
+
+// Sequences of any lengths and positions, mixing prefill chunks and decode tokens. Logits
+// rows follow the order of seqs: tokens.size() rows for all_logits, else one. Every row is
+// computed as if its sequence ran alone (kernels are batch-invariant).
+struct ForwardBatch {
+  KvPool* kv = nullptr;
+  StatePool* states = nullptr;  // required when the model has recurrent layers
+  std::span<const SeqSlice> seqs;
+};
+int64_t logit_rows(const ForwardBatch& batch);
+
 struct LoadOptions {
   int n_threads = 0;           // 0: all cores
   bool load_tokenizer = true;  // false for tokenizer-less fixtures
@@ -42,8 +66,9 @@ class Model {
   }
   // Appends tokens at positions cache.size() ... and writes logits: [tokens.size(), vocab]
   // when all_logits, else only the last token's row [vocab].
-  virtual void forward(KvCache& cache, std::span<const int32_t> tokens, float* logits,
-                       bool all_logits) = 0;
+  void forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits);
+  // The batched forward; see ForwardBatch. logits: [logit_rows(batch), vocab].
+  virtual void forward(const ForwardBatch& batch, float* logits) = 0;
 };
 
 }  // namespace zen

@@ -1,0 +1,32 @@
+// Recurrent state of hybrid (linear-attention) layers, per sequence, in slots: the serving
+// engine allocates, frees, copies (prefix snapshots, speculative rollback) and batches them.
+// A slot is a flat f32 array whose layout only the model knows (for Gated DeltaNet: per linear
+// layer the conv1d window [conv_dim, kernel - 1] then the delta-rule state [Hv, Dk, Dv]).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+
+namespace zen {
+
+class StatePool {
+ public:
+  StatePool(int64_t floats_per_slot, int64_t num_slots);
+  int64_t num_slots() const { return num_slots_; }
+  int64_t floats_per_slot() const { return floats_per_slot_; }
+  size_t bytes_per_slot() const { return static_cast<size_t>(floats_per_slot_) * sizeof(float); }
+  float* slot(int32_t i);
+  const float* slot(int32_t i) const;
+  void zero(int32_t i);
+  void copy(int32_t src, int32_t dst);
+
+ private:
+  int64_t floats_per_slot_, num_slots_;
+  std::vector<float> data_;
+};
+
+// f32 values per sequence a config's recurrent layers need (0 for models without them).
+int64_t recurrent_state_floats(const ModelConfig& cfg);
+
+}  // namespace zen
