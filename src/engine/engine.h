@@ -1,0 +1,126 @@
+// The serving engine: requests in, streams of tokens out. One engine thread runs
+//   step() = schedule -> run (one batched forward) -> postprocess (sample, stream, finish)
+// over a paged KV cache with prefix caching, continuous batching, chunked prefill and
+// preemption by recompute. Callbacks run on the engine thread: keep them short (push into a
+// queue) and never call back into the engine from them except abort().
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace zen {
+
+struct EngineOptions {
+  KvDType kv_dtype = KvDType::F32;
+  int64_t kv_memory_bytes = 0;         // 0: kv_memory_fraction of the free RAM
+  double kv_memory_fraction = 0.5;
+  int64_t block_size = KvPool::kDefaultBlockSize;
+  int64_t context_window = 0;          // 0: the model's max_position_embeddings
+  int64_t max_num_seqs = 64;           // running sequences per step
+  int64_t max_num_batched_tokens = 512;  // tokens per forward (prefill chunks + decodes)
+  int64_t max_waiting = 1024;          // queued requests beyond which add() reports QueueFull
+  bool prefix_cache = true;
+  int64_t state_snapshot_slots = 64;   // hybrid models: recurrent-state snapshots for prefixes
+};
+
+struct RequestParams {
+  SamplingParams sampling;
+  int64_t max_tokens = 256;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;  // finish with "stop" on these (besides the model's EOS)
+  int32_t top_logprobs = -1;           // -1: no logprobs; 0: the chosen token's; k: plus top k
+};
+
+struct TokenLogprob {
+  int32_t token;
+  float logprob;
+};
+
+struct GeneratedToken {
+  int32_t token = 0;
+  float logprob = 0.0f;             // set when RequestParams::top_logprobs >= 0
+  std::vector<TokenLogprob> top;    // top_logprobs entries, most likely first
+};
+
+// What a request's callback receives: the tokens produced since the last update, and, once,
+// finished = true with the reason.
+struct RequestUpdate {
+  uint64_t id = 0;
+  std::vector<GeneratedToken> tokens;
+  bool finished = false;
+  std::string finish_reason;  // "stop" (EOS / stop token), "length", "abort", "error"
+  std::string error;          // for "error"
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+  int64_t completion_tokens = 0;
+  double first_token_seconds = 0;    // time from add() to the first token (TTFT)
+};
+
+enum class AddStatus { Ok, Invalid, TooLong, QueueFull, Stopped };
+
+struct AddResult {
+  AddStatus status = AddStatus::Ok;
+  uint64_t id = 0;
+  std::string message;  // why, with the numbers (e.g. "prompt 900 + max_tokens 200 > context 1024")
+};
+
+struct EngineStats {
+  int64_t running = 0, waiting = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0;
+  int64_t kv_block_size = 0;
+  int64_t prompt_tokens = 0, cached_prompt_tokens = 0;  // totals since start
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int64_t finished_stop = 0, finished_length = 0, finished_abort = 0, finished_error = 0;
+};
+
+class Scheduler;
+class ModelRunner;
+
+class Engine {
+ public:
+  using Callback = std::function<void(const RequestUpdate&)>;
+  Engine(Model& model, const EngineOptions& options);
+  ~Engine();  // stops the engine thread; pending requests finish with "abort"
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe. Validates (token ids, sampling params, length against the context window)
+  // and queues the request; on_update is called from the engine thread.
+  AddResult add(std::vector<int32_t> prompt, const RequestParams& params, Callback on_update);
+  // Thread-safe. The request finishes with "abort" and frees its blocks at the next step.
+  void abort(uint64_t id);
+
+  // Runs steps on a background thread until stop(). Without start(), drive with step().
+  void start();
+  void stop();
+  // One scheduling step; returns false when there was nothing to do.
+  bool step();
+  // Runs steps until no request is waiting or running (offline use, tests).
+  void run_until_idle();
+
+  EngineStats stats() const;  // thread-safe snapshot
+  const EngineOptions& options() const { return options_; }
+  int64_t context_window() const;
+  int64_t kv_capacity_tokens() const;  // blocks x block size
+  Model& model() { return model_; }
+
+ private:
+  struct Impl;
+  Model& model_;
+  EngineOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zen
