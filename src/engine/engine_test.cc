@@ -252,5 +252,35 @@ TEST_F(EngineTiny, DescribeReportsCapacityAndConcurrency) {
   EXPECT_NE(d.find("4.00x"), std::string::npos) << d;  // 1024 / 256
 }
 
+// The default model (Qwen2.5-Coder-0.5B Q4_K_M): 32 different prompts at once give each the
+// greedy text it gets alone, with batches mixing prefill chunks and decodes.
+TEST(EngineDefaultModel, ThirtyTwoConcurrentPromptsEqualOneByOne) {
+  const fs::path path = fs::path(ZEN_SOURCE_DIR) / "models/default/model.gguf";
+  if (!fs::exists(path)) GTEST_SKIP() << "default model absent: run ./setup.sh";
+  auto model = Model::load(path.string(), {.n_threads = 2});
+  const char* topics[] = {"a linked list", "binary search", "a hash map", "quicksort", "a trie", "Dijkstra",
+                          "a ring buffer", "merge sort"};
+  const char* languages[] = {"Python", "C++", "Rust", "Go"};
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* topic : topics)
+    for (const char* lang : languages)
+      prompts.push_back(model->tokenizer()->encode(std::string("// ") + lang + ": implement " + topic + "\n"));
+  ASSERT_EQ(prompts.size(), 32u);
+  RequestParams params;
+  params.max_tokens = 12;
+  EngineOptions opts;
+  opts.kv_memory_bytes = int64_t{256} << 20;
+  opts.max_num_batched_tokens = 64;  // forces prefill chunks to share steps with decodes
+  Engine together(*model, opts);
+  const auto batched = run_all(together, prompts, params);
+  Engine alone(*model, opts);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto single = run_all(alone, {prompts[i]}, params);
+    EXPECT_EQ(batched[i].tokens, single[0].tokens) << "prompt " << i;
+    EXPECT_EQ(batched[i].finish_reason, single[0].finish_reason);
+  }
+  EXPECT_EQ(together.stats().kv_blocks_used, 0);
+}
+
 }  // namespace
 }  // namespace zen
