@@ -253,7 +253,7 @@ bool Engine::step() {
         m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(seq.computed / bs - 1)], seq.state_slot);
       if (seq.uncomputed() > 0) continue;  // prefill continues next step
 
-      float* row = logits + static_cast<int64_t>(i) * vocab;
+      float* row = logits + (m.runner.first_row(i) + (plan[i].all_logits ? plan[i].n_tokens - 1 : 0)) * vocab;
       GeneratedToken g;
       if (seq.params.top_logprobs >= 0) {
         // Logprobs come from the raw distribution; sample from a copy that penalties may edit.

@@ -10,6 +10,8 @@
 #include <random>
 
 #include "base/error.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
 
 namespace zen {
 namespace {
@@ -250,6 +252,47 @@ TEST_F(EngineTiny, DescribeReportsCapacityAndConcurrency) {
   const std::string d = engine.describe();
   EXPECT_NE(d.find("1024 tokens"), std::string::npos) << d;
   EXPECT_NE(d.find("4.00x"), std::string::npos) << d;  // 1024 / 256
+}
+
+// Speculative decoding's shape: append a committed token plus wrong drafts, verify all of them
+// in one forward with a logits row each, keep the verified prefix, roll the rest back. The
+// result must equal plain greedy decoding (rejected drafts leave no trace in the KV cache).
+TEST_F(EngineTiny, VerifyAndRollbackEqualsPlainDecoding) {
+  const auto prompt = random_prompts(1, 21, 21, 288, 6)[0];
+  const int64_t steps = 20;
+  Engine engine(*model_, options());
+  const auto want = run_all(engine, {prompt}, greedy(steps));
+
+  const ModelConfig& cfg = model_->config();
+  KvPool kv(cfg, 16);
+  BlockManager blocks(16, kv.block_size(), false);
+  Scheduler scheduler(SchedulerConfig{4, 64, 0}, blocks, nullptr);
+  ModelRunner runner(*model_, kv, nullptr);
+  Sequence seq;
+  seq.tokens = prompt;
+  seq.prompt_len = static_cast<int64_t>(prompt.size());
+  scheduler.add(&seq);
+  std::vector<int32_t> got;
+  int32_t next = -1;
+  while (static_cast<int64_t>(got.size()) < steps) {
+    if (next >= 0) {  // the committed token, then two drafts that are (almost surely) wrong
+      seq.tokens.push_back(next);
+      seq.tokens.push_back(static_cast<int32_t>((next + 7) % 288));
+      seq.tokens.push_back(static_cast<int32_t>((next + 11) % 288));
+    }
+    auto plan = scheduler.schedule();
+    ASSERT_EQ(plan.size(), 1u);
+    plan[0].all_logits = next >= 0;
+    const float* logits = runner.run(plan);
+    seq.computed += plan[0].n_tokens;
+    const int32_t predicted = argmax(logits, cfg.vocab_size);  // after the committed token
+    if (next >= 0) scheduler.rollback(&seq, static_cast<int64_t>(seq.tokens.size()) - 2);
+    next = predicted;
+    got.push_back(next);
+  }
+  EXPECT_EQ(got, want[0].tokens);
+  scheduler.remove(&seq);
+  EXPECT_EQ(blocks.num_free(), 16);
 }
 
 // The default model (Qwen2.5-Coder-0.5B Q4_K_M): 32 different prompts at once give each the

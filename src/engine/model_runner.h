@@ -12,14 +12,17 @@ namespace zen {
 class ModelRunner {
  public:
   ModelRunner(Model& model, KvPool& kv, StatePool* states) : model_(model), kv_(kv), states_(states) {}
-  // Returns logits [plan.size(), vocab]: row i belongs to plan[i]'s last new token.
+  // Returns logits [rows, vocab]: one row per plan entry (its last new token), or n_tokens
+  // rows for entries with all_logits; first_row(i) says where plan[i]'s rows start.
   float* run(std::span<const ScheduledSeq> plan);
+  int64_t first_row(size_t i) const { return first_row_[i]; }
 
  private:
   Model& model_;
   KvPool& kv_;
   StatePool* states_;
   std::vector<SeqSlice> slices_;
+  std::vector<int64_t> first_row_;
   std::vector<float> logits_;
 };
 

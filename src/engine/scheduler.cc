@@ -116,6 +116,16 @@ void Scheduler::preempt(Sequence* seq) {
   ++preemptions_;
 }
 
+void Scheduler::rollback(Sequence* seq, int64_t keep_tokens) {
+  ZEN_CHECK(keep_tokens >= seq->prompt_len && keep_tokens <= static_cast<int64_t>(seq->tokens.size()),
+            "rollback to ", keep_tokens, " tokens of ", seq->tokens.size(), " (prompt ", seq->prompt_len, ")");
+  seq->tokens.resize(static_cast<size_t>(keep_tokens));
+  seq->computed = std::min(seq->computed, keep_tokens);
+  blocks_.shrink(seq->blocks, std::max<int64_t>(keep_tokens, 1));
+  const auto full = static_cast<size_t>(seq->computed / blocks_.block_size());
+  if (seq->block_hashes.size() > full) seq->block_hashes.resize(full);
+}
+
 void Scheduler::remove(Sequence* seq) {
   if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) running_.erase(it);
   if (auto it = std::find(waiting_.begin(), waiting_.end(), seq); it != waiting_.end()) waiting_.erase(it);

@@ -23,7 +23,8 @@ struct SchedulerConfig {
 
 struct ScheduledSeq {
   Sequence* seq;
-  int64_t n_tokens;  // tokens[seq->computed, seq->computed + n_tokens) run this step
+  int64_t n_tokens;          // tokens[seq->computed, seq->computed + n_tokens) run this step
+  bool all_logits = false;   // a logits row per new token (speculative verification)
 };
 
 class Scheduler {
@@ -35,6 +36,10 @@ class Scheduler {
   std::vector<ScheduledSeq> schedule();
   // Frees a finished or aborted sequence's blocks and state, wherever it is queued.
   void remove(Sequence* seq);
+  // Speculative decoding: forgets tokens from position keep_tokens on (rejected drafts). Their
+  // KV slots are simply overwritten later; blocks past the end go back to the pool. The
+  // caller restores a hybrid model's recurrent state (SeqSlice::state_history).
+  void rollback(Sequence* seq, int64_t keep_tokens);
 
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
