@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Builds tiny random-weight Qwen3-MoE checkpoints and their transformers reference outputs.
+
+Same layout and reference contents as tools/make_model_fixtures.py (whose helpers this reuses):
+  tests/fixtures/models/<name>/{config.json, generation_config.json, model.safetensors}
+  tests/fixtures/models/<name>.reference.safetensors  ("prompt", "logits", "greedy")
+so the C++ golden tests pick them up with the dense fixtures. Variants:
+  qwen3_moe_f32        every layer sparse, 8 experts, top-2, norm_topk_prob
+  qwen3_moe_step2      4 layers, decoder_sparse_step 2 with mlp_only_layers [3] (sparse: 1;
+                       dense: 0, 2, and 3 which the step alone would make sparse), 6 experts,
+                       top-3, no renormalisation (Zen4-style "every other layer sparse")
+  qwen3_moe_bf16_tied  bf16 weights, tied embeddings, 4 experts, top-1
+A seed is accepted only if (besides the greedy margin of make_model_fixtures) the router is
+decisive and spread: in every sparse layer, over the prompt and the greedy steps, the k-th and
+(k+1)-th routing probabilities differ by at least MIN_ROUTER_GAP (so f32 rounding cannot swap
+an expert), and at least half the experts of every sparse layer receive tokens.
+
+Rerunning reproduces byte-identical files (fixed seeds, one CPU thread).
+Run: .venv-tools/bin/python tools/make_moe_fixtures.py
+"""
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import save_file
+from transformers import GenerationConfig, Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_model_fixtures as mmf  # noqa: E402  (weight init, prompts, greedy loop)
+
+MIN_ROUTER_GAP = 1e-3
+
+
+def base_config(**overrides):
+    cfg = dict(vocab_size=288, hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+               num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
+               mlp_only_layers=[], max_position_embeddings=256, hidden_act="silu",
+               rms_norm_eps=1e-6, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+               use_cache=True, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+    cfg.update(overrides)
+    return cfg
+
+
+VARIANTS = [
+    # name, stored dtype, config overrides, seed
+    ("qwen3_moe_f32", "float32", {}, 501),
+    ("qwen3_moe_step2", "float32",
+     dict(num_hidden_layers=4, decoder_sparse_step=2, mlp_only_layers=[3], num_experts=6,
+          num_experts_per_tok=3, norm_topk_prob=False), 502),
+    ("qwen3_moe_bf16_tied", "bfloat16",
+     dict(num_experts=4, num_experts_per_tok=1, tie_word_embeddings=True), 503),
+]
+
+
+def build_and_save(cfg, dtype, folder, seed):
+    config = Qwen3MoeConfig(**cfg)
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = Qwen3MoeForCausalLM(config).eval()
+    mmf.init_weights(model, seed)
+    if cfg["tie_word_embeddings"]:
+        model.tie_weights()
+    model = model.to(mmf.DTYPES[dtype])
+    model.config.dtype = dtype
+    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, do_sample=False)
+    if os.path.isdir(folder):
+        for f in os.listdir(folder):
+            os.remove(os.path.join(folder, f))
+    model.save_pretrained(folder)
+
+
+class RouterProbe:
+    """Records every sparse layer's router probabilities during forward passes."""
+
+    def __init__(self, model):
+        self.probs = {}  # layer -> list of [T, E]
+        self.hooks = []
+        for name, mod in model.named_modules():
+            if type(mod).__name__ == "Qwen3MoeTopKRouter":
+                layer = int(name.split(".")[2])
+                self.hooks.append(mod.register_forward_hook(
+                    lambda m, args, out, layer=layer: self.probs.setdefault(layer, []).append(
+                        torch.softmax(out[0].float(), dim=-1))))
+
+    def stats(self, k):
+        """(smallest k-th minus (k+1)-th probability, fewest experts used in a layer)."""
+        gap, used = 1.0, None
+        for layer, chunks in self.probs.items():
+            p = torch.cat(chunks)
+            top = torch.topk(p, min(k + 1, p.shape[1]), dim=-1)
+            if p.shape[1] > k:
+                gap = min(gap, float((top.values[:, k - 1] - top.values[:, k]).min()))
+            n_used = len(torch.unique(top.indices[:, :k]))
+            used = n_used if used is None else min(used, n_used)
+        return gap, used
+
+    def remove(self):
+        for h in self.hooks:
+            h.remove()
+
+
+def make_variant(name, dtype, overrides, base_seed, out_dir):
+    cfg = base_config(**overrides)
+    folder = os.path.join(out_dir, name)
+    k, n_experts = cfg["num_experts_per_tok"], cfg["num_experts"]
+    for attempt in range(mmf.MAX_SEED_TRIES):
+        seed = base_seed + 1000 * attempt
+        build_and_save(cfg, dtype, folder, seed)
+        model = mmf.load_f32(folder)
+        prompt = mmf.prompt_ids(seed, mmf.PROMPT_LEN, cfg["vocab_size"])
+        probe = RouterProbe(model)
+        tokens, margin = mmf.greedy(model, prompt, mmf.GREEDY_STEPS)
+        gap, used = probe.stats(k)
+        probe.remove()
+        if margin >= mmf.MIN_GREEDY_MARGIN and gap >= MIN_ROUTER_GAP and 2 * used >= n_experts:
+            break
+    else:
+        sys.exit(f"{name}: no seed gives a decisive greedy path and router")
+    assert model.config.model_type == "qwen3_moe"
+    mmf.check_greedy_without_cache(model, prompt, tokens)
+    logits = mmf.full_logits(model, prompt)
+    sparse = [i for i in range(cfg["num_hidden_layers"]) if type(model.model.layers[i].mlp).__name__
+              == "Qwen3MoeSparseMoeBlock"]
+    ref_path = os.path.join(out_dir, name + ".reference.safetensors")
+    save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
+               "greedy": torch.tensor(tokens, dtype=torch.int32)}, ref_path,
+              metadata={"generator": f"tools/make_moe_fixtures.py seed={seed} "
+                                     f"transformers={transformers.__version__} torch={torch.__version__}"})
+    return dict(name=name, seed=seed, margin=margin, gap=gap, used=used, experts=n_experts,
+                sparse=sparse, bytes=mmf.dir_bytes(folder) + os.path.getsize(ref_path),
+                max_logit=float(logits.abs().max()))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
+                                                      "fixtures", "models"))
+    parser.add_argument("--only", nargs="*", help="variant names to (re)build")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore")
+    out_dir = os.path.normpath(args.out)
+    os.makedirs(out_dir, exist_ok=True)
+    start = time.time()
+    rows = [make_variant(*v, out_dir) for v in VARIANTS if not args.only or v[0] in args.only]
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}, {time.time() - start:.1f} s")
+    total = 0
+    for r in rows:
+        total += r["bytes"]
+        print(f"{r['name']:20} seed {r['seed']:5} max|logit| {r['max_logit']:7.3f} margin {r['margin']:.3f} "
+              f"router gap {r['gap']:.4f} experts used >= {r['used']}/{r['experts']} sparse layers "
+              f"{r['sparse']} {r['bytes']} bytes")
+    print(f"total {total} bytes")
+
+
+if __name__ == "__main__":
+    main()
