@@ -10,6 +10,10 @@ so the C++ golden tests pick them up with the dense fixtures. Variants:
                        dense: 0, 2, and 3 which the step alone would make sparse), 6 experts,
                        top-3, no renormalisation (Zen4-style "every other layer sparse")
   qwen3_moe_bf16_tied  bf16 weights, tied embeddings, 4 experts, top-1
+plus tests/fixtures/models/qwen3_moe_bf16_tied.gguf: the bf16 variant re-exported the way
+llama.cpp's converter lays out arch "qwen3moe" (experts stacked as ffn_{gate,up,down}_exps
+[E, I, H] / [E, H, I], router ffn_gate_inp, BF16 matrices, F32 norms, qwen3moe.* keys, a
+placeholder token list); it shares qwen3_moe_bf16_tied's reference.
 A seed is accepted only if (besides the greedy margin of make_model_fixtures) the router is
 decisive and spread: in every sparse layer, over the prompt and the greedy steps, the k-th and
 (k+1)-th routing probabilities differ by at least MIN_ROUTER_GAP (so f32 rounding cannot swap
@@ -24,9 +28,11 @@ import sys
 import time
 import warnings
 
+import gguf
 import numpy as np
 import torch
 import transformers
+from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers import GenerationConfig, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
@@ -137,6 +143,66 @@ def make_variant(name, dtype, overrides, base_seed, out_dir):
                 max_logit=float(logits.abs().max()))
 
 
+GGUF_FROM = "qwen3_moe_bf16_tied"
+
+
+def write_gguf(folder, path):
+    """llama.cpp's qwen3moe layout of the HF checkpoint in `folder` (tied embeddings)."""
+    import json
+    cfg = json.load(open(os.path.join(folder, "config.json")))
+    f = safe_open(os.path.join(folder, "model.safetensors"), "pt")
+    E, L = cfg["num_local_experts"], cfg["num_hidden_layers"]
+    assert cfg["tie_word_embeddings"] and cfg["norm_topk_prob"] and cfg["decoder_sparse_step"] == 1
+
+    def bf16(name_or_tensor):
+        t = f.get_tensor(name_or_tensor) if isinstance(name_or_tensor, str) else name_or_tensor
+        assert t.dtype == torch.bfloat16
+        return t.contiguous().view(torch.int16).numpy().view(np.uint16)
+
+    def f32(name):
+        return f.get_tensor(name).float().numpy()
+
+    w = gguf.GGUFWriter(path, "qwen3moe")
+    a = "qwen3moe"
+    w.add_uint32(f"{a}.context_length", cfg["max_position_embeddings"])
+    w.add_uint32(f"{a}.embedding_length", cfg["hidden_size"])
+    w.add_uint32(f"{a}.block_count", L)
+    w.add_uint32(f"{a}.attention.head_count", cfg["num_attention_heads"])
+    w.add_uint32(f"{a}.attention.head_count_kv", cfg["num_key_value_heads"])
+    w.add_uint32(f"{a}.attention.key_length", cfg["head_dim"])
+    w.add_uint32(f"{a}.attention.value_length", cfg["head_dim"])
+    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
+    w.add_float32(f"{a}.rope.freq_base", cfg["rope_parameters"]["rope_theta"])
+    w.add_uint32(f"{a}.expert_count", E)
+    w.add_uint32(f"{a}.expert_used_count", cfg["num_experts_per_tok"])
+    w.add_uint32(f"{a}.expert_feed_forward_length", cfg["moe_intermediate_size"])
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"<t{i}>" for i in range(cfg["vocab_size"])])
+    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    BF16 = gguf.GGMLQuantizationType.BF16
+    w.add_tensor("token_embd.weight", bf16("model.embed_tokens.weight"), raw_dtype=BF16)
+    w.add_tensor("output_norm.weight", f32("model.norm.weight"))
+    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+             "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm"}
+    projs = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate": "ffn_gate_inp"}
+    for i in range(L):
+        hf, blk = f"model.layers.{i}.", f"blk.{i}."
+        for src, dst in names.items():
+            w.add_tensor(blk + dst + ".weight", f32(hf + src + ".weight"))
+        for src, dst in projs.items():
+            w.add_tensor(blk + dst + ".weight", bf16(hf + src + ".weight"), raw_dtype=BF16)
+        for proj, dst in (("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"), ("down_proj", "ffn_down_exps")):
+            stacked = torch.stack([f.get_tensor(f"{hf}mlp.experts.{e}.{proj}.weight") for e in range(E)])
+            w.add_tensor(blk + dst + ".weight", bf16(stacked), raw_dtype=BF16)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return os.path.getsize(path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
@@ -159,6 +225,10 @@ def main():
         print(f"{r['name']:20} seed {r['seed']:5} max|logit| {r['max_logit']:7.3f} margin {r['margin']:.3f} "
               f"router gap {r['gap']:.4f} experts used >= {r['used']}/{r['experts']} sparse layers "
               f"{r['sparse']} {r['bytes']} bytes")
+    if not args.only or GGUF_FROM in args.only:
+        size = write_gguf(os.path.join(out_dir, GGUF_FROM), os.path.join(out_dir, GGUF_FROM + ".gguf"))
+        total += size
+        print(f"{GGUF_FROM}.gguf {size} bytes")
     print(f"total {total} bytes")
 
 

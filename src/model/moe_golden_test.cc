@@ -3,7 +3,9 @@
 //  - the sparse-layer rule of the config agrees with the tensors transformers saved;
 //  - batch invariance: a sequence's logits are bit-identical alone and inside a ForwardBatch
 //    with other sequences (prefill chunks and decode steps), since routing groups tokens of
-//    all sequences by expert.
+//    all sequences by expert;
+//  - the GGUF export of qwen3_moe_bf16_tied (llama.cpp's stacked-expert layout) loads and gives
+//    the HF folder's logits bit for bit.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -108,6 +110,28 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MoeGolden, ::testing::ValuesIn(moe_fixtures()
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MoeGolden);
 
 TEST(MoeGoldenFixtures, Present) { EXPECT_EQ(moe_fixtures().size(), 3u); }
+
+TEST(MoeGoldenGguf, StackedExpertsMatchTheHfCheckpoint) {
+  const fs::path gguf_path = kModels / "qwen3_moe_bf16_tied.gguf";
+  ASSERT_TRUE(fs::exists(gguf_path));
+  auto gguf = Model::load(gguf_path.string(), {.n_threads = 2, .load_tokenizer = false});
+  auto hf = Model::load((kModels / "qwen3_moe_bf16_tied").string(), {.n_threads = 2, .load_tokenizer = false});
+  const ModelConfig& g = gguf->config();
+  const ModelConfig& h = hf->config();
+  EXPECT_EQ(g.architecture, "qwen3_moe");
+  EXPECT_EQ(g.num_experts, h.num_experts);
+  EXPECT_EQ(g.num_experts_per_tok, h.num_experts_per_tok);
+  EXPECT_EQ(g.moe_intermediate_size, h.moe_intermediate_size);
+  EXPECT_EQ(g.norm_topk_prob, h.norm_topk_prob);
+  const std::vector<int32_t> prompt = reference_prompt("qwen3_moe_bf16_tied");
+  const size_t V = static_cast<size_t>(h.vocab_size);
+  std::vector<float> from_gguf(prompt.size() * V), from_hf(prompt.size() * V);
+  auto gc = gguf->new_cache(static_cast<int64_t>(prompt.size()));
+  auto hc = hf->new_cache(static_cast<int64_t>(prompt.size()));
+  gguf->forward(*gc, prompt, from_gguf.data(), /*all_logits=*/true);
+  hf->forward(*hc, prompt, from_hf.data(), /*all_logits=*/true);
+  EXPECT_EQ(0, std::memcmp(from_gguf.data(), from_hf.data(), from_hf.size() * sizeof(float)));
+}
 
 }  // namespace
 }  // namespace zen
