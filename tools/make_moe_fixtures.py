@@ -6,7 +6,7 @@ Same layout and reference contents as tools/make_model_fixtures.py (whose helper
   tests/fixtures/models/<name>.reference.safetensors  ("prompt", "logits", "greedy")
 so the C++ golden tests pick them up with the dense fixtures. Variants:
   qwen3_moe_f32        every layer sparse, 8 experts, top-2, norm_topk_prob
-  qwen3_moe_step2      4 layers, decoder_sparse_step 2 with mlp_only_layers [3] (sparse: 1;
+  qwen3_moe_step2      bf16, 4 layers, decoder_sparse_step 2 with mlp_only_layers [3] (sparse: 1;
                        dense: 0, 2, and 3 which the step alone would make sparse), 6 experts,
                        top-3, no renormalisation (Zen4-style "every other layer sparse")
   qwen3_moe_bf16_tied  bf16 weights, tied embeddings, 4 experts, top-1
@@ -14,6 +14,12 @@ plus tests/fixtures/models/qwen3_moe_bf16_tied.gguf: the bf16 variant re-exporte
 llama.cpp's converter lays out arch "qwen3moe" (experts stacked as ffn_{gate,up,down}_exps
 [E, I, H] / [E, H, I], router ffn_gate_inp, BF16 matrices, F32 norms, qwen3moe.* keys, a
 placeholder token list); it shares qwen3_moe_bf16_tied's reference.
+plus tests/fixtures/fpquant/qwen3_moe_mixed (with a reference, checked by linear_test's
+GoldenFpQuant): ModelOpt MIXED_PRECISION, attention FP8 and every expert NVFP4 (stored per
+expert, as ModelOpt exports MoE checkpoints), router, norms, embeddings BF16; quantized with
+tools/make_fp_quant_fixtures.py's ModelOpt quantizers, reference from the dequantized weights
+(needs nvidia-modelopt, see that script; --no-fpquant skips it). No input_scale tensors
+(optional, and not applied by the engine).
 A seed is accepted only if (besides the greedy margin of make_model_fixtures) the router is
 decisive and spread: in every sparse layer, over the prompt and the greedy steps, the k-th and
 (k+1)-th routing probabilities differ by at least MIN_ROUTER_GAP (so f32 rounding cannot swap
@@ -56,7 +62,7 @@ def base_config(**overrides):
 VARIANTS = [
     # name, stored dtype, config overrides, seed
     ("qwen3_moe_f32", "float32", {}, 501),
-    ("qwen3_moe_step2", "float32",
+    ("qwen3_moe_step2", "bfloat16",
      dict(num_hidden_layers=4, decoder_sparse_step=2, mlp_only_layers=[3], num_experts=6,
           num_experts_per_tok=3, norm_topk_prob=False), 502),
     ("qwen3_moe_bf16_tied", "bfloat16",
@@ -203,11 +209,100 @@ def write_gguf(folder, path):
     return os.path.getsize(path)
 
 
+FPQUANT_NAME = "qwen3_moe_mixed"
+ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
+
+
+@torch.no_grad()
+def quantize_moe(model, mfq):
+    """Quantizes the model in place (weights <- dequantized values); returns the stored tensors
+    and {module: algorithm}."""
+    stored, algos = {}, {}
+    E = model.config.num_experts
+    I = model.config.moe_intermediate_size
+
+    def put(module, algo, w):
+        tensors, deq = mfq.QUANTIZERS[algo](w.float())
+        algos[module] = algo
+        for suffix, t in tensors.items():
+            stored[f"{module}.{suffix}"] = t.contiguous()
+        return deq
+
+    for pname, p in model.state_dict().items():
+        if pname.endswith("experts.gate_up_proj"):
+            prefix = pname[:-len(".gate_up_proj")]
+            for e in range(E):
+                p[e, :I] = put(f"{prefix}.{e}.gate_proj", "NVFP4", p[e, :I])
+                p[e, I:] = put(f"{prefix}.{e}.up_proj", "NVFP4", p[e, I:])
+        elif pname.endswith("experts.down_proj"):
+            prefix = pname[:-len(".down_proj")]
+            for e in range(E):
+                p[e] = put(f"{prefix}.{e}.down_proj", "NVFP4", p[e])
+        elif pname.endswith(".weight") and pname[:-len(".weight")].endswith(ATTENTION):
+            p.copy_(put(pname[:-len(".weight")], "FP8", p))
+        else:  # embeddings, norms, router, lm_head: BF16 as stored, BF16-rounded reference
+            stored[pname] = p.to(torch.bfloat16).contiguous()
+            p.copy_(stored[pname].float())
+    return stored, algos
+
+
+def make_fpquant_variant(out_dir, base_seed=601):
+    import json
+    import make_fp_quant_fixtures as mfq  # imports modelopt
+    cfg = base_config(num_experts=4, num_experts_per_tok=2)
+    for attempt in range(mmf.MAX_SEED_TRIES):
+        seed = base_seed + 1000 * attempt
+        config = Qwen3MoeConfig(**cfg)
+        config._attn_implementation = "eager"
+        torch.manual_seed(seed)
+        model = Qwen3MoeForCausalLM(config).eval()
+        mmf.init_weights(model, seed)
+        stored, algos = quantize_moe(model, mfq)
+        prompt = mmf.prompt_ids(seed, mmf.PROMPT_LEN, cfg["vocab_size"])
+        probe = RouterProbe(model)
+        tokens, margin = mmf.greedy(model, prompt, mmf.GREEDY_STEPS)
+        gap, used = probe.stats(cfg["num_experts_per_tok"])
+        probe.remove()
+        if margin >= mmf.MIN_GREEDY_MARGIN and gap >= MIN_ROUTER_GAP and 2 * used >= cfg["num_experts"]:
+            break
+    else:
+        sys.exit(f"{FPQUANT_NAME}: no seed gives a decisive greedy path and router")
+    mmf.check_greedy_without_cache(model, prompt, tokens)
+    logits = mmf.full_logits(model, prompt)
+    folder = os.path.join(out_dir, FPQUANT_NAME)
+    os.makedirs(folder, exist_ok=True)
+    for f in os.listdir(folder):
+        os.remove(os.path.join(folder, f))
+    hf_quant, qc = mfq.quant_configs(FPQUANT_NAME, algos)
+    assert hf_quant["quantization"]["quant_algo"] == "MIXED_PRECISION"
+    config_dict = model.config.to_dict()
+    config_dict["dtype"] = "bfloat16"
+    config_dict["quantization_config"] = qc
+    for key in ("_attn_implementation_autoset", "_name_or_path", "transformers_version"):
+        config_dict.pop(key, None)
+    mfq.write_json(os.path.join(folder, "config.json"), config_dict)
+    mfq.write_json(os.path.join(folder, "hf_quant_config.json"), hf_quant)
+    GenerationConfig(bos_token_id=1, eos_token_id=2, do_sample=False).save_pretrained(folder)
+    save_file(stored, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    ref = os.path.join(out_dir, FPQUANT_NAME + ".reference.safetensors")
+    save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
+               "greedy": torch.tensor(tokens, dtype=torch.int32)}, ref,
+              metadata={"generator": f"tools/make_moe_fixtures.py seed={seed} "
+                                     f"transformers={transformers.__version__} torch={torch.__version__}"})
+    size = mmf.dir_bytes(folder) + os.path.getsize(ref)
+    print(f"{FPQUANT_NAME:20} seed {seed:5} max|logit| {float(logits.abs().max()):7.3f} margin {margin:.3f} "
+          f"router gap {gap:.4f} experts used >= {used}/{cfg['num_experts']} {size} bytes")
+    return size
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
                                                       "fixtures", "models"))
     parser.add_argument("--only", nargs="*", help="variant names to (re)build")
+    parser.add_argument("--fpquant-out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
+                                                              "fixtures", "fpquant"))
+    parser.add_argument("--no-fpquant", action="store_true", help=f"skip {FPQUANT_NAME} (needs modelopt)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -229,6 +324,8 @@ def main():
         size = write_gguf(os.path.join(out_dir, GGUF_FROM), os.path.join(out_dir, GGUF_FROM + ".gguf"))
         total += size
         print(f"{GGUF_FROM}.gguf {size} bytes")
+    if not args.no_fpquant and (not args.only or FPQUANT_NAME in args.only):
+        total += make_fpquant_variant(os.path.normpath(args.fpquant_out))
     print(f"total {total} bytes")
 
 
