@@ -42,6 +42,7 @@ class Variant:
     kind: str       # "qwen3_5_text", "qwen3_5_composite", "qwen3_next"
     config: dict    # text config overrides
     seed: int
+    dtype: str = "float32"  # stored weights (the reference computes in f32 either way)
 
 
 def text_config(kind, **overrides):
@@ -56,8 +57,11 @@ def text_config(kind, **overrides):
                   rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                    "partial_rotary_factor": 0.25})
     if kind == "qwen3_next":
-        # Dense MLP in every layer (num_experts = 0); the MoE variants come with model/moe.
+        # Dense MLP in every layer (num_experts = 0) unless the variant sets experts.
         common.update(num_experts=0, mlp_only_layers=[0, 1, 2, 3], decoder_sparse_step=1)
+    if kind in ("qwen3_next", "qwen3_5_moe_text"):
+        common.update(moe_intermediate_size=16, shared_expert_intermediate_size=24,
+                      num_experts_per_tok=2)
     common.update(overrides)
     return common
 
@@ -71,6 +75,15 @@ VARIANTS = [
             {"layer_types": ["full_attention", "linear_attention", "linear_attention",
                              "full_attention"]}, seed=502),
     Variant("qwen3_next_f32", "qwen3_next", {"full_attention_interval": 2}, seed=601),
+    # Real Qwen3-Next MLPs: 4 experts, top-2, shared expert with its sigmoid gate; layer 1
+    # dense by mlp_only_layers; norm_topk_prob off (not the default) so a parser that ignores
+    # it fails. Stored bf16 to stay small.
+    Variant("qwen3_next_moe_bf16", "qwen3_next",
+            {"num_experts": 4, "mlp_only_layers": [1], "norm_topk_prob": False},
+            seed=602, dtype="bfloat16"),
+    # Qwen3.5-MoE (text): every layer sparse, top-k always renormalised.
+    Variant("qwen3_5_moe_bf16", "qwen3_5_moe_text", {"num_experts": 4}, seed=701,
+            dtype="bfloat16"),
 ]
 
 
@@ -88,6 +101,10 @@ def make_model(variant):
         config = transformers.Qwen3_5Config(text_config=cfg, vision_config=vision,
                                             tie_word_embeddings=True)
         model_cls = transformers.Qwen3_5ForConditionalGeneration
+    elif variant.kind == "qwen3_5_moe_text":
+        cfg.pop("intermediate_size")
+        config = transformers.Qwen3_5MoeTextConfig(**cfg)
+        model_cls = transformers.Qwen3_5MoeForCausalLM
     elif variant.kind == "qwen3_next":
         config = transformers.Qwen3NextConfig(**cfg)
         model_cls = transformers.Qwen3NextForCausalLM
@@ -128,7 +145,8 @@ def build_and_save(variant, folder, seed):
     init_weights(model, seed)
     if getattr(config, "tie_word_embeddings", False):
         model.tie_weights()
-    model.config.dtype = "float32"
+    model = model.to(getattr(torch, variant.dtype))
+    model.config.dtype = variant.dtype
     model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, do_sample=False)
     if os.path.isdir(folder):
         shutil.rmtree(folder)

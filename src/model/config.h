@@ -63,6 +63,17 @@ struct ModelConfig {
   std::string text_prefix = "model.";
   // Every full_attention_interval-th layer is full attention when layer_types is absent.
   int64_t full_attention_interval = 0;
+  // ---- Sparse mixture of experts (qwen3_moe; the fields qwen3_next / qwen3_5_moe share) ----
+  // A layer's MLP is sparse (model/moe.h) when is_sparse_layer(layer); otherwise dense.
+  int64_t num_experts = 0;                      // E; 0: no MoE layers
+  int64_t num_experts_per_tok = 0;              // k, experts chosen per token
+  int64_t moe_intermediate_size = 0;            // I of each routed expert
+  bool norm_topk_prob = false;                  // renormalise the k chosen probabilities to sum 1
+  int64_t decoder_sparse_step = 1;              // sparse iff (layer + 1) % step == 0 ...
+  std::vector<int64_t> mlp_only_layers;         // ... and layer not listed here
+  int64_t shared_expert_intermediate_size = 0;  // Is; 0: no shared expert
+  bool is_sparse_layer(int64_t layer) const;
+  // ---- end of the MoE block ----
   std::vector<int32_t> eos_token_ids;  // from generation_config.json / config.json / GGUF
   int32_t bos_token_id = -1;
 
@@ -74,6 +85,9 @@ struct ModelConfig {
   // Rotated entries per head: head_dim * partial_rotary_factor (even).
   int64_t rotary_dim() const;
 
+  // Reads the MoE block above from an HF config object (absent keys keep the defaults;
+  // norm_topk_prob defaults to `norm_topk_default`: false for qwen3_moe, true for qwen3_next).
+  void read_moe_fields(const nlohmann::json& config, bool norm_topk_default);
   static ModelConfig from_hf(const nlohmann::json& config);  // throws zen::Error
   static ModelConfig from_gguf(const GgufFile& gguf);
   void validate() const;  // throws zen::Error on inconsistent values

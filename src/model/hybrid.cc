@@ -81,6 +81,11 @@ void HybridModel::bind_weights(bool strict) {
       L.attn.k_norm = gain(a + "k_norm.weight", hd);
     }
     L.ffn_norm = gain(p + "post_attention_layernorm.weight", H);
+    if (cfg_.is_sparse_layer(i)) {
+      L.sparse = true;
+      L.moe = bind_moe(c, p + "mlp", cfg_, quant);
+      continue;
+    }
     L.w_gate = matrix(p + "mlp.gate_proj.weight", I, H);
     L.w_up = matrix(p + "mlp.up_proj.weight", I, H);
     L.w_down = matrix(p + "mlp.down_proj.weight", H, I);
@@ -206,6 +211,11 @@ void HybridModel::mlp_block(const HybridLayer& L, int64_t n) {
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
+  if (L.sparse) {
+    moe_forward(L.moe, xn_.data(), n, tmp_.data(), pool_, moe_scratch_);
+    kernels::add_inplace(x_.data(), tmp_.data(), n * H);
+    return;
+  }
   L.w_gate.matmul(xn_.data(), n, gate_.data(), pool_);
   L.w_up.matmul(xn_.data(), n, up_.data(), pool_);
   kernels::silu_mul(gate_.data(), up_.data(), n * I, gate_.data());

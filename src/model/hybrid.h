@@ -1,7 +1,8 @@
 // Hybrid decoder of Qwen3-Next and Qwen3.5 / Zen6 (text part): Gated DeltaNet layers
 // (model/gated_delta_net.h) interleaved with gated full attention, per the config's
 // layer_types. Pre-norm blocks with zero-centred RMSNorm gains (x * (1 + w)):
-//   x += mixer(n(x));  x += mlp(n(x))
+//   x += mixer(n(x));  x += mlp(n(x))   (sparse layers: a mixture of experts with a shared
+//   expert, model/moe.h: qwen3_next, qwen3_5_moe)
 // Gated attention: q_proj yields [query | gate] per head; q_norm / k_norm; rotary on the
 // first head_dim * partial_rotary_factor entries; attn * sigmoid(gate) before o_proj.
 // Recurrent state per sequence lives in StatePool slots: per linear layer the conv window
@@ -16,6 +17,7 @@
 #include "model/gated_delta_net.h"
 #include "model/linear.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/rope.h"
 
 namespace zen {
@@ -35,9 +37,11 @@ struct HybridLayer {
   GdnWeights gdn;
   GatedAttentionWeights attn;
   std::vector<float> ffn_norm;  // [H] as 1 + w
-  Linear w_gate;  // [I, H]
+  Linear w_gate;  // [I, H]   dense layers
   Linear w_up;    // [I, H]
   Linear w_down;  // [H, I]
+  bool sparse = false;  // ModelConfig::is_sparse_layer: the MLP is `moe` (model/moe.h)
+  MoeWeights moe;
 };
 
 class HybridModel final : public Model {
@@ -82,6 +86,7 @@ class HybridModel final : public Model {
   std::vector<float> cos_, sin_;                                         // [n, rotary_dim/2]
   std::vector<float> scores_;
   GdnScratch gdn_scratch_;
+  MoeScratch moe_scratch_;
   FlatBatch flat_;
 };
 

@@ -26,7 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models";
-const std::vector<std::string> kHybridFixtures = {"qwen3_5_text_f32", "qwen3_5_vl_f32", "qwen3_next_f32"};
+const std::vector<std::string> kHybridFixtures = {"qwen3_5_text_f32", "qwen3_5_vl_f32", "qwen3_next_f32",
+                                                   "qwen3_next_moe_bf16", "qwen3_5_moe_bf16"};
 
 struct Reference {
   std::vector<int32_t> prompt;

@@ -45,7 +45,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   // Weights first, so a broken checkpoint is reported by tensor name before anything else.
   const GgufFile* gguf = ckpt->gguf();
   const std::string folder = ckpt->folder();
-  const bool hybrid = cfg.architecture == "qwen3_5" || cfg.architecture == "qwen3_next";
+  const bool hybrid =
+      cfg.architecture == "qwen3_5" || cfg.architecture == "qwen3_5_moe" || cfg.architecture == "qwen3_next";
   std::unique_ptr<Model> model;
   if (hybrid)
     model = std::make_unique<HybridModel>(std::move(ckpt), std::move(cfg), nullptr, opts.n_threads, opts.strict);
