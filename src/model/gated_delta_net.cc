@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/cpu/gemm_f32.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 
@@ -32,94 +33,93 @@ void scale_inplace(float* y, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= a;
 }
 
-// Scratch layout of one chunk (L <= kGdnChunk tokens of one value head).
+// Scratch of one chunk (L <= C = kGdnChunk tokens of one value head).
 struct ChunkScratch {
   float* cum;  // [C] cumulative log decay inside the chunk
-  float* A;    // [C, C] beta_i (k_i . k_j) exp(cum_i - cum_j), j < i
-  float* QK;   // [C, C] (q_i . k_j) exp(cum_i - cum_j), j <= i
-  float* U;    // [C, Dv] (I + A)^-1 (beta v), then v_new
-  float* W;    // [C, Dk] (I + A)^-1 (beta exp(cum) k)
-  float* Q;    // [C, Dk] q_i exp(cum_i)
-  float* O;    // [C, Dv] output rows
+  float* X;    // [2C, Dk] q rows (0..L-1) then k rows (L..2L-1)
+  float* Kt;   // [Dk, C] k^T
+  float* P;    // [2C, C] X k^T, then the decayed, masked QK (rows 0..L-1) and A (rows L..)
+  float* Y;    // [C, Dv + Dk] [beta v | beta exp(cum) k], solved in place into [U | W]
+  float* Qd;   // [C, Dk] q_i exp(cum_i)
+  float* VN;   // [C, Dv] v_new = U - W S
+  float* KdT;  // [Dk, C] k_j^T exp(cum_last - cum_j)
   ChunkScratch(float* base, int64_t dk, int64_t dv) {
     const int64_t C = kGdnChunk;
     cum = base;
-    A = cum + C;
-    QK = A + C * C;
-    U = QK + C * C;
-    W = U + C * dv;
-    Q = W + C * dk;
-    O = Q + C * dk;
+    X = cum + C;
+    Kt = X + 2 * C * dk;
+    P = Kt + dk * C;
+    Y = P + 2 * C * C;
+    Qd = Y + C * (dv + dk);
+    VN = Qd + C * dk;
+    KdT = VN + C * dv;
+  }
+  static int64_t floats(int64_t dk, int64_t dv) {
+    const int64_t C = kGdnChunk;
+    return C + 2 * C * dk + dk * C + 2 * C * C + C * (dv + dk) + C * dk + C * dv + dk * C;
   }
 };
 
-// One chunk of L tokens (rows of `in` starting at token t0) on state S [Dk, Dv].
+// One chunk of L tokens (rows of `in` starting at token t0) on state S [Dk, Dv], as HF's
+// torch_chunk_gated_delta_rule computes a chunk, with the products as small GEMMs.
 void run_chunk(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t dv, float* S, ChunkScratch& c) {
-  auto q = [&](int64_t i) { return in.q + (t0 + i) * in.ld_qkv; };
-  auto k = [&](int64_t i) { return in.k + (t0 + i) * in.ld_qkv; };
-  auto v = [&](int64_t i) { return in.v + (t0 + i) * in.ld_qkv; };
-  auto beta = [&](int64_t i) { return in.beta[(t0 + i) * in.ld_gb]; };
-  const int64_t C = kGdnChunk;
+  const int64_t C = kGdnChunk, ly = dv + dk;
+  const auto row_bytes = static_cast<size_t>(dk) * sizeof(float);
   float acc = 0.0f;
   for (int64_t i = 0; i < L; ++i) {
     acc += in.g[(t0 + i) * in.ld_gb];
     c.cum[i] = acc;
+    const float* q = in.q + (t0 + i) * in.ld_qkv;
+    const float* k = in.k + (t0 + i) * in.ld_qkv;
+    std::memcpy(c.X + i * dk, q, row_bytes);
+    std::memcpy(c.X + (L + i) * dk, k, row_bytes);
+    for (int64_t d = 0; d < dk; ++d) c.Kt[d * C + i] = k[d];
   }
-  // Intra-chunk products.
+  // [QK; KK] = [q; k] k^T, then decay exp(cum_i - cum_j) and the causal masks; A gets beta_i.
+  kernels::gemm_f32(2 * L, L, dk, c.X, dk, c.Kt, C, c.P, C, /*accumulate=*/false);
   for (int64_t i = 0; i < L; ++i) {
+    float* qk = c.P + i * C;
+    float* a = c.P + (L + i) * C;
+    const float beta = in.beta[(t0 + i) * in.ld_gb];
     for (int64_t j = 0; j <= i; ++j) {
       const float decay = std::exp(c.cum[i] - c.cum[j]);
-      c.QK[i * C + j] = kernels::dot_f32(q(i), k(j), dk) * decay;
-      if (j < i) c.A[i * C + j] = beta(i) * kernels::dot_f32(k(i), k(j), dk) * decay;
+      qk[j] *= decay;
+      a[j] = j < i ? beta * a[j] * decay : 0.0f;
     }
+    std::fill(qk + i + 1, qk + L, 0.0f);  // causal: the QK v_new product runs over all L
   }
-  // UT transform by forward substitution: U = (I + A)^-1 beta v, W = (I + A)^-1 beta exp(cum) k.
+  // UT transform by forward substitution: [U | W] = (I + A)^-1 [beta v | beta exp(cum) k].
   for (int64_t i = 0; i < L; ++i) {
-    float* u = c.U + i * dv;
-    float* w = c.W + i * dk;
-    const float bi = beta(i), wi = bi * std::exp(c.cum[i]);
-    for (int64_t d = 0; d < dv; ++d) u[d] = v(i)[d] * bi;
-    for (int64_t d = 0; d < dk; ++d) w[d] = k(i)[d] * wi;
-    for (int64_t j = 0; j < i; ++j) {
-      const float a = -c.A[i * C + j];
-      kernels::axpy_f32(a, c.U + j * dv, u, dv);
-      kernels::axpy_f32(a, c.W + j * dk, w, dk);
-    }
+    float* y = c.Y + i * ly;
+    const float beta = in.beta[(t0 + i) * in.ld_gb], wk = beta * std::exp(c.cum[i]);
+    const float* v = in.v + (t0 + i) * in.ld_qkv;
+    const float* k = in.k + (t0 + i) * in.ld_qkv;
+    for (int64_t d = 0; d < dv; ++d) y[d] = v[d] * beta;
+    for (int64_t d = 0; d < dk; ++d) y[dv + d] = k[d] * wk;
+    const float* a = c.P + (L + i) * C;
+    for (int64_t j = 0; j < i; ++j) kernels::axpy_f32(-a[j], c.Y + j * ly, y, ly);
   }
-  // v_new = U - W S;  O = (q exp(cum)) S
+  // v_new = U - W S
+  kernels::gemm_f32(L, dv, dk, c.Y + dv, ly, S, dv, c.VN, dv, /*accumulate=*/false);
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t d = 0; d < dv; ++d) c.VN[i * dv + d] = c.Y[i * ly + d] - c.VN[i * dv + d];
+  // out = (q exp(cum)) S + QK v_new, written straight into the output rows.
   for (int64_t i = 0; i < L; ++i) {
-    float* u = c.U + i * dv;
-    float* o = c.O + i * dv;
-    const float* w = c.W + i * dk;
-    float* qd = c.Q + i * dk;
-    const float qscale = std::exp(c.cum[i]);
-    for (int64_t d = 0; d < dk; ++d) qd[d] = q(i)[d] * qscale;
-    std::fill_n(o, dv, 0.0f);
-    for (int64_t kk = 0; kk < dk; ++kk) {
-      const float* srow = S + kk * dv;
-      kernels::axpy_f32(-w[kk], srow, u, dv);
-      kernels::axpy_f32(qd[kk], srow, o, dv);
-    }
+    const float scale = std::exp(c.cum[i]);
+    for (int64_t d = 0; d < dk; ++d) c.Qd[i * dk + d] = c.X[i * dk + d] * scale;
   }
-  // O += QK v_new
-  for (int64_t i = 0; i < L; ++i) {
-    float* o = c.O + i * dv;
-    for (int64_t j = 0; j <= i; ++j) kernels::axpy_f32(c.QK[i * C + j], c.U + j * dv, o, dv);
-    std::memcpy(in.out + (t0 + i) * in.ld_out, o, static_cast<size_t>(dv) * sizeof(float));
-  }
-  // S = exp(cum_last) S + sum_j (exp(cum_last - cum_j) k_j) v_new_j^T
+  float* out = in.out + t0 * in.ld_out;
+  kernels::gemm_f32(L, dv, dk, c.Qd, dk, S, dv, out, in.ld_out, /*accumulate=*/false);
+  kernels::gemm_f32(L, dv, L, c.P, C, c.VN, dv, out, in.ld_out, /*accumulate=*/true);
+  // S = exp(cum_last) S + (k exp(cum_last - cum))^T v_new
   const float last = c.cum[L - 1];
-  float* kd = c.W;  // reuse: [L, Dk] decayed keys
   for (int64_t j = 0; j < L; ++j) {
     const float s = std::exp(last - c.cum[j]);
-    for (int64_t d = 0; d < dk; ++d) kd[j * dk + d] = k(j)[d] * s;
+    for (int64_t d = 0; d < dk; ++d) c.KdT[d * C + j] = c.Kt[d * C + j] * s;
   }
   const float total = std::exp(last);
-  for (int64_t kk = 0; kk < dk; ++kk) {
-    float* srow = S + kk * dv;
-    scale_inplace(srow, total, dv);
-    for (int64_t j = 0; j < L; ++j) kernels::axpy_f32(kd[j * dk + kk], c.U + j * dv, srow, dv);
-  }
+  for (int64_t i = 0; i < dk * dv; ++i) S[i] *= total;
+  kernels::gemm_f32(dk, dv, L, c.KdT, C, c.VN, dv, S, dv, /*accumulate=*/true);
 }
 
 }  // namespace
@@ -191,10 +191,7 @@ void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* S
   }
 }
 
-int64_t chunk_scratch_floats(int64_t dk, int64_t dv) {
-  const int64_t C = kGdnChunk;
-  return C + 2 * C * C + C * dv + 2 * C * dk + C * dv;
-}
+int64_t chunk_scratch_floats(int64_t dk, int64_t dv) { return ChunkScratch::floats(dk, dv); }
 
 void chunked(const HeadInputs& in, int64_t n, int64_t pos0, int64_t dk, int64_t dv, float* state, float* scratch) {
   ChunkScratch c(scratch, dk, dv);
