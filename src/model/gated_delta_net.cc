@@ -33,6 +33,9 @@ void scale_inplace(float* y, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= a;
 }
 
+// Row block of the triangular products (a multiple of the GEMM tile's 16 columns).
+constexpr int64_t kTriBlock = 16;
+
 // Scratch of one chunk (L <= C = kGdnChunk tokens of one value head).
 struct ChunkScratch {
   float* cum;  // [C] cumulative log decay inside the chunk
@@ -75,8 +78,13 @@ void run_chunk(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t 
     std::memcpy(c.X + (L + i) * dk, k, row_bytes);
     for (int64_t d = 0; d < dk; ++d) c.Kt[d * C + i] = k[d];
   }
-  // [QK; KK] = [q; k] k^T, then decay exp(cum_i - cum_j) and the causal masks; A gets beta_i.
-  kernels::gemm_f32(2 * L, L, dk, c.X, dk, c.Kt, C, c.P, C, /*accumulate=*/false);
+  // [QK; KK] = [q; k] k^T by 16-row blocks up to the diagonal (the rest is masked), then the
+  // decay exp(cum_i - cum_j) and the causal masks; A gets beta_i.
+  for (int64_t b = 0; b < L; b += kTriBlock) {
+    const int64_t rows = std::min(kTriBlock, L - b), cols = std::min(L, b + kTriBlock);
+    kernels::gemm_f32(rows, cols, dk, c.X + b * dk, dk, c.Kt, C, c.P + b * C, C, /*accumulate=*/false);
+    kernels::gemm_f32(rows, cols, dk, c.X + (L + b) * dk, dk, c.Kt, C, c.P + (L + b) * C, C, /*accumulate=*/false);
+  }
   for (int64_t i = 0; i < L; ++i) {
     float* qk = c.P + i * C;
     float* a = c.P + (L + i) * C;
@@ -110,7 +118,10 @@ void run_chunk(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t 
   }
   float* out = in.out + t0 * in.ld_out;
   kernels::gemm_f32(L, dv, dk, c.Qd, dk, S, dv, out, in.ld_out, /*accumulate=*/false);
-  kernels::gemm_f32(L, dv, L, c.P, C, c.VN, dv, out, in.ld_out, /*accumulate=*/true);
+  for (int64_t b = 0; b < L; b += kTriBlock) {  // QK is lower-triangular: stop at the diagonal block
+    const int64_t rows = std::min(kTriBlock, L - b), depth = std::min(L, b + kTriBlock);
+    kernels::gemm_f32(rows, dv, depth, c.P + b * C, C, c.VN, dv, out + b * in.ld_out, in.ld_out, /*accumulate=*/true);
+  }
   // S = exp(cum_last) S + (k exp(cum_last - cum))^T v_new
   const float last = c.cum[L - 1];
   for (int64_t j = 0; j < L; ++j) {
