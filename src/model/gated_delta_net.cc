@@ -373,8 +373,11 @@ void gdn_forward(const GdnWeights& w, const GdnShape& s, int64_t state_offset, c
   const int64_t scratch_floats = gdn::chunk_scratch_floats(Dk, Dv);
   if (mode == GdnMode::Auto) grow(sc.chunk, static_cast<size_t>(pool.size() * scratch_floats));
   const int64_t items = static_cast<int64_t>(seqs) * Hv;
+  size_t max_history = 0;
+  for (const SeqSlice& seq : batch.seqs) max_history = std::max(max_history, seq.state_history.size());
+  grow(sc.history, static_cast<size_t>(pool.size()) * max_history);
   pool.parallel_for(items, [&](int64_t begin, int64_t end, int thread) {
-    std::vector<float*> history;
+    float** history = sc.history.data() + static_cast<size_t>(thread) * max_history;
     for (int64_t item = begin; item < end; ++item) {
       const auto i = static_cast<size_t>(item / Hv);
       const int64_t h = item % Hv, kh = h / r;
@@ -385,10 +388,9 @@ void gdn_forward(const GdnWeights& w, const GdnShape& s, int64_t state_offset, c
       const gdn::HeadInputs in{row + kh * Dk, row + KD + kh * Dk, row + 2 * KD + h * Dv, C,
                                &sc.g[t0 * Hv + h], &sc.beta[t0 * Hv + h], Hv, &sc.core[t0 * VD + h * Dv], VD};
       if (!seq.state_history.empty()) {
-        history.clear();
-        for (int32_t slot : seq.state_history)
-          history.push_back(batch.states->slot(slot) + state_offset + conv_floats + h * Dk * Dv);
-        gdn::recurrent(in, len, Dk, Dv, state, history.data());
+        for (size_t t = 0; t < seq.state_history.size(); ++t)
+          history[t] = batch.states->slot(seq.state_history[t]) + state_offset + conv_floats + h * Dk * Dv;
+        gdn::recurrent(in, len, Dk, Dv, state, history);
       } else if (mode == GdnMode::Recurrent || len == 1) {
         gdn::recurrent(in, len, Dk, Dv, state);
       } else {

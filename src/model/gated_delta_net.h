@@ -123,6 +123,7 @@ struct GdnScratch {
   std::vector<float> core;       // [n, Hv*Dv] delta-rule output, then gated-normed
   std::vector<float> chunk;      // [threads, chunk_scratch_floats]
   std::vector<int64_t> seq_start;  // [seqs + 1] first flat token of each sequence
+  std::vector<float*> history;     // [threads, longest state_history] per-head history targets
 };
 
 // One GDN layer over a batch: xn [n, H] (the normed input) -> y [n, H]. Each sequence's

@@ -124,18 +124,28 @@ void HybridModel::prepare_states(const ForwardBatch& batch) {
   if (batch.states->floats_per_slot() != recurrent_state_floats(cfg_))
     fail("forward: recurrent-state slots hold ", batch.states->floats_per_slot(), " floats, the model needs ",
          recurrent_state_floats(cfg_));
-  std::set<int32_t> used;
+  std::set<int32_t> used;  // every slot the batch writes: states, then history targets
   for (size_t s = 0; s < batch.seqs.size(); ++s) {
     const SeqSlice& seq = batch.seqs[s];
     if (seq.state_slot < 0 || seq.state_slot >= batch.states->num_slots())
       fail("forward: sequence ", s, " has state slot ", seq.state_slot, " outside [0, ", batch.states->num_slots(), ")");
     if (!used.insert(seq.state_slot).second)
-      fail("forward: state slot ", seq.state_slot, " is used by two sequences of one batch");
-    for (int32_t h : seq.state_history)
+      fail("forward: state slot ", seq.state_slot, " is used twice in one batch");
+  }
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    const SeqSlice& seq = batch.seqs[s];
+    for (size_t i = 0; i < seq.state_history.size(); ++i) {
+      const int32_t h = seq.state_history[i];
       if (h < 0 || h >= batch.states->num_slots())
         fail("forward: sequence ", s, " has state-history slot ", h, " outside [0, ", batch.states->num_slots(), ")");
-    if (seq.pos == 0) batch.states->zero(seq.state_slot);
+      // The sequence's own slot may only receive the state after its last token (it gets it anyway).
+      const bool own_last = h == seq.state_slot && i + 1 == seq.state_history.size();
+      if (!own_last && !used.insert(h).second)
+        fail("forward: state-history slot ", h, " of sequence ", s, " is also written by another state or token");
+    }
   }
+  for (const SeqSlice& seq : batch.seqs)
+    if (seq.pos == 0) batch.states->zero(seq.state_slot);
 }
 
 void HybridModel::forward(const ForwardBatch& batch, float* logits) {

@@ -311,5 +311,37 @@ TEST(HybridLoading, ForwardWithoutStatePoolFails) {
   EXPECT_THROW(model->forward(batch, logits.data()), Error);
 }
 
+// A state-history slot that another sequence (or an earlier token) also writes is refused.
+TEST(HybridLoading, StateHistorySlotConflictsAreErrors) {
+  auto model = load_hybrid("qwen3_5_text_f32");
+  ASSERT_NE(model, nullptr);
+  KvPool kv(model->config(), 4);
+  StatePool states(recurrent_state_floats(model->config()), 4);
+  const std::vector<int32_t> tokens = {3, 4}, one = {5}, blocks0 = {0}, blocks1 = {1};
+  auto run = [&](std::vector<int32_t> history0) {
+    SeqSlice a, b;
+    a.tokens = tokens;
+    a.blocks = blocks0;
+    a.state_slot = 0;
+    a.state_history = history0;
+    b.tokens = one;
+    b.blocks = blocks1;
+    b.state_slot = 1;
+    const std::vector<SeqSlice> seqs = {a, b};
+    ForwardBatch batch;
+    batch.kv = &kv;
+    batch.states = &states;
+    batch.seqs = seqs;
+    std::vector<float> logits(static_cast<size_t>(2 * model->config().vocab_size));
+    model->forward(batch, logits.data());
+  };
+  EXPECT_NO_THROW(run({2, 3}));
+  EXPECT_NO_THROW(run({2, 0}));            // own slot for the last token: fine
+  EXPECT_THROW(run({1, 2}), Error);        // another sequence's state
+  EXPECT_THROW(run({0, 2}), Error);        // own slot before the last token
+  EXPECT_THROW(run({2, 2}), Error);        // one slot for two tokens
+  EXPECT_THROW(run({2, 9}), Error);        // outside the pool
+}
+
 }  // namespace
 }  // namespace zen
