@@ -252,3 +252,19 @@ def test_inspect_hybrid_fixture_reports_state():
     assert "strict load: ok" in r.stdout
     assert "recurrent state bytes per sequence" in r.stdout
     assert "vision tower" in r.stdout  # the named ignore rule is listed
+
+
+def test_inspect_mtp_head_status(tmp_path):
+    """Qwen3.5's MTP head: available with mtp.fc.weight; without it, inspect says so by name
+    and the rest of the head is ignored by a named rule (the model itself still loads)."""
+    src = ROOT / "tests" / "fixtures" / "models" / "qwen3_5_text_f32"
+    r = zen("inspect", src, check=True)
+    assert "MTP: available (1 layer)" in r.stdout
+    tensors = read_safetensors(src / "model.safetensors")
+    del tensors["mtp.fc.weight"]
+    (tmp_path / "config.json").write_text((src / "config.json").read_text())
+    write_safetensors(tmp_path / "model.safetensors", tensors)
+    r = zen("inspect", tmp_path, check=True)
+    assert "MTP: unavailable (missing mtp.fc.weight)" in r.stdout
+    assert "strict load: ok" in r.stdout
+    assert "mtp.layers.0.self_attn.q_proj.weight: MTP head unavailable: mtp.fc.weight is missing" in r.stdout

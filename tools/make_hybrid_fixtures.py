@@ -7,6 +7,11 @@ Same layout as tools/make_model_fixtures.py (whose helpers it uses):
   tests/fixtures/models/<name>/{config.json, generation_config.json, model.safetensors}
   tests/fixtures/models/<name>.reference.safetensors
       "prompt" I32 [T], "logits" F32 [T, V], "greedy" I32 [16]
+Variants with an MTP head (Qwen3.5's mtp.* tensors, which transformers does not run) also get
+  "mtp_logits" F32 [T-1, V]: the head's logits at positions 0..T-2, built here from
+  transformers' own modules following vLLM's qwen3_5_mtp: x = fc([norm_e(embed(t_{i+1}));
+  norm_h(h_i)]) with h_i the target's final-normed hidden state (the lm_head input), one
+  full-attention decoder layer (own KV, position i), final norm, the shared lm_head.
 Prompts are PROMPT_LEN = 150 tokens, so the chunked delta rule (chunks of 64) crosses two
 chunk boundaries and ends in a partial chunk. Float32 weights, eager attention, CPU.
 Rerunning reproduces byte-identical files (fixed seeds, one CPU thread).
@@ -43,6 +48,7 @@ class Variant:
     config: dict    # text config overrides
     seed: int
     dtype: str = "float32"  # stored weights (the reference computes in f32 either way)
+    mtp: bool = False       # add an MTP head (mtp.* tensors) and its reference logits
 
 
 def text_config(kind, **overrides):
@@ -68,7 +74,7 @@ def text_config(kind, **overrides):
 
 VARIANTS = [
     # layer_types from full_attention_interval (every 4th layer full attention).
-    Variant("qwen3_5_text_f32", "qwen3_5_text", {"full_attention_interval": 4}, seed=501),
+    Variant("qwen3_5_text_f32", "qwen3_5_text", {"full_attention_interval": 4}, seed=501, mtp=True),
     # Explicit layer_types, attention first; a vision tower the engine must ignore by rule;
     # tied embeddings at the composite's top level.
     Variant("qwen3_5_vl_f32", "qwen3_5_composite",
@@ -159,11 +165,68 @@ def load_f32(variant, folder):
     return model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
 
 
+class MtpHead(torch.nn.Module):
+    """vLLM's Qwen3_5MultiTokenPredictor from transformers' modules (one layer)."""
+
+    def __init__(self, config, full_layer_idx):
+        super().__init__()
+        q35 = transformers.models.qwen3_5.modeling_qwen3_5
+        H = config.hidden_size
+        self.fc = torch.nn.Linear(2 * H, H, bias=False)
+        self.pre_fc_norm_embedding = q35.Qwen3_5RMSNorm(H, eps=config.rms_norm_eps)
+        self.pre_fc_norm_hidden = q35.Qwen3_5RMSNorm(H, eps=config.rms_norm_eps)
+        self.layers = torch.nn.ModuleList([q35.Qwen3_5DecoderLayer(config, full_layer_idx)])
+        self.norm = q35.Qwen3_5RMSNorm(H, eps=config.rms_norm_eps)
+        assert self.layers[0].block_type == "full_attention"
+
+
+def add_mtp(variant, folder, seed):
+    """Random MTP weights appended to model.safetensors as mtp.* (transformers ignores them)."""
+    model = load_f32(variant, folder)
+    config = model.config
+    full = config.layer_types.index("full_attention")
+    torch.manual_seed(seed + 7)
+    head = MtpHead(config, full).eval()
+    init_weights(head, seed + 7)
+    path = os.path.join(folder, "model.safetensors")
+    from safetensors.torch import load_file
+    tensors = load_file(path)
+    for name, p in head.state_dict().items():
+        tensors["mtp." + name] = p.detach().clone().contiguous()
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+@torch.no_grad()
+def mtp_logits(model, folder, prompt):
+    """The MTP head over the whole prompt: row i predicts token i+2 from h_i and token i+1."""
+    from safetensors.torch import load_file
+    config = model.config
+    head = MtpHead(config, config.layer_types.index("full_attention")).eval()
+    weights = {k[len("mtp."):]: v for k, v in load_file(os.path.join(folder, "model.safetensors")).items()
+               if k.startswith("mtp.")}
+    head.load_state_dict(weights)
+    ids = torch.from_numpy(prompt)[None]
+    out = model(input_ids=ids, use_cache=False, output_hidden_states=True)
+    hidden = out.hidden_states[-1][0]                 # final-normed: the lm_head input
+    T = ids.shape[1]
+    nxt = ids[0, 1:]
+    e = head.pre_fc_norm_embedding(model.model.embed_tokens(nxt))
+    h = head.pre_fc_norm_hidden(hidden[:T - 1])
+    x = head.fc(torch.cat([e, h], dim=-1))[None]      # [1, T-1, H]
+    positions = torch.arange(T - 1)[None]
+    cos_sin = model.model.rotary_emb(x, positions)
+    mask = torch.full((T - 1, T - 1), float("-inf")).triu(1)[None, None]
+    x = head.layers[0](x, position_embeddings=cos_sin, attention_mask=mask, position_ids=positions)
+    return model.lm_head(head.norm(x))[0].float()    # [T-1, V]
+
+
 def make_variant(variant, out_dir):
     folder = os.path.join(out_dir, variant.name)
     for attempt in range(MAX_SEED_TRIES):
         seed = variant.seed + 1000 * attempt
         build_and_save(variant, folder, seed)
+        if variant.mtp:
+            add_mtp(variant, folder, seed)
         model = load_f32(variant, folder)
         vocab = model.config.get_text_config().vocab_size
         prompt = base.prompt_ids(seed, PROMPT_LEN, vocab)
@@ -179,6 +242,8 @@ def make_variant(variant, out_dir):
         "logits": logits.contiguous(),
         "greedy": torch.tensor(tokens, dtype=torch.int32),
     }
+    if variant.mtp:
+        tensors["mtp_logits"] = mtp_logits(model, folder, prompt).contiguous()
     ref_path = os.path.join(out_dir, variant.name + ".reference.safetensors")
     save_file(tensors, ref_path, metadata={"generator": (
         f"tools/make_hybrid_fixtures.py seed={seed} transformers={transformers.__version__} "

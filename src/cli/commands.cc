@@ -15,6 +15,7 @@
 #include "cli/flags.h"
 #include "engine/generate.h"
 #include "model/footprint.h"
+#include "model/hybrid.h"
 #include "model/linear.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
@@ -314,6 +315,8 @@ int inspect_command(int argc, char** argv) {
     if (auto name = g->get_string("general.name")) std::printf("name: %s\n", name->c_str());
   }
   print_footprint(c);
+  if (const auto* hybrid = dynamic_cast<const HybridModel*>(model.get()))
+    std::printf("MTP: %s\n", hybrid->mtp_status().c_str());
   const LoadVerdict v = ck.verdict();
   std::printf("strict load: %s\n", v.ok() ? "ok" : "FAILED");
   if (!v.ok() || !v.ignored.empty()) std::printf("%s", v.to_string().c_str());

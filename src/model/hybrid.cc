@@ -38,8 +38,7 @@ HybridModel::HybridModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std:
 void HybridModel::bind_weights(bool strict) {
   Checkpoint& c = *ckpt_;
   const std::string& root = cfg_.text_prefix;  // "model." or "model.language_model."
-  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size, hd = cfg_.head_dim;
-  const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   const QuantConfig quant = QuantConfig::from_checkpoint(c);
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     return Linear::bind(c, name, {rows, cols}, quant);
@@ -56,45 +55,90 @@ void HybridModel::bind_weights(bool strict) {
   } else {
     lm_head_ = matrix("lm_head.weight", V, H);
   }
-  // Named rules for what this text-only engine does not run (yet).
   c.ignore(R"(model\.visual\..*)", "vision tower (the engine runs the text decoder only)");
-  c.ignore(R"(mtp\..*)", "MTP head (not loaded: speculative decoding with MTP is not implemented)");
 
   int64_t state_offset = 0;
   layers_.resize(static_cast<size_t>(cfg_.num_layers));
   for (int64_t i = 0; i < cfg_.num_layers; ++i) {
     HybridLayer& L = layers_[static_cast<size_t>(i)];
-    const std::string p = root + "layers." + std::to_string(i) + ".";
-    L.linear = !cfg_.is_full_attention(i);
-    L.attn_norm = gain(p + "input_layernorm.weight", H);
-    if (L.linear) {
-      L.gdn = bind_gdn(c, p + "linear_attn.", gdn_shape_, cfg_.linear_fused_projections, quant);
+    const bool linear = !cfg_.is_full_attention(i);
+    bind_layer(L, root + "layers." + std::to_string(i) + ".", linear, cfg_.is_sparse_layer(i), quant);
+    if (linear) {
       L.state_offset = state_offset;
       state_offset += gdn_shape_.state_floats();
-    } else {
-      const std::string a = p + "self_attn.";
-      L.attn.wq = matrix(a + "q_proj.weight", nh * 2 * hd, H);
-      L.attn.wk = matrix(a + "k_proj.weight", nkv * hd, H);
-      L.attn.wv = matrix(a + "v_proj.weight", nkv * hd, H);
-      L.attn.wo = matrix(a + "o_proj.weight", H, nh * hd);
-      L.attn.q_norm = gain(a + "q_norm.weight", hd);
-      L.attn.k_norm = gain(a + "k_norm.weight", hd);
     }
-    L.ffn_norm = gain(p + "post_attention_layernorm.weight", H);
-    if (cfg_.is_sparse_layer(i)) {
-      L.sparse = true;
-      L.moe = bind_moe(c, p + "mlp", cfg_, quant);
-      continue;
-    }
-    L.w_gate = matrix(p + "mlp.gate_proj.weight", I, H);
-    L.w_up = matrix(p + "mlp.up_proj.weight", I, H);
-    L.w_down = matrix(p + "mlp.down_proj.weight", H, I);
   }
+  bind_mtp(quant);
   ZEN_CHECK(state_offset == recurrent_state_floats(cfg_), "state layout ", state_offset, " vs ",
             recurrent_state_floats(cfg_));
   const LoadVerdict verdict = c.verdict();
   complete_ = verdict.missing.empty() && verdict.mismatched.empty();
   if (strict) c.require_clean();
+}
+
+void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, bool sparse, const QuantConfig& quant) {
+  Checkpoint& c = *ckpt_;
+  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, hd = cfg_.head_dim;
+  const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return Linear::bind(c, name, {rows, cols}, quant);
+  };
+  auto gain = [&](const std::string& name, int64_t n) { return one_plus(take_f32_vector(c, name, {n})); };
+  L.linear = linear;
+  L.attn_norm = gain(p + "input_layernorm.weight", H);
+  if (linear) {
+    L.gdn = bind_gdn(c, p + "linear_attn.", gdn_shape_, cfg_.linear_fused_projections, quant);
+  } else {
+    const std::string a = p + "self_attn.";
+    L.attn.wq = matrix(a + "q_proj.weight", nh * 2 * hd, H);
+    L.attn.wk = matrix(a + "k_proj.weight", nkv * hd, H);
+    L.attn.wv = matrix(a + "v_proj.weight", nkv * hd, H);
+    L.attn.wo = matrix(a + "o_proj.weight", H, nh * hd);
+    L.attn.q_norm = gain(a + "q_norm.weight", hd);
+    L.attn.k_norm = gain(a + "k_norm.weight", hd);
+  }
+  L.ffn_norm = gain(p + "post_attention_layernorm.weight", H);
+  if (sparse) {
+    L.sparse = true;
+    L.moe = bind_moe(c, p + "mlp", cfg_, quant);
+    return;
+  }
+  L.w_gate = matrix(p + "mlp.gate_proj.weight", I, H);
+  L.w_up = matrix(p + "mlp.up_proj.weight", I, H);
+  L.w_down = matrix(p + "mlp.down_proj.weight", H, I);
+}
+
+// The MTP head binds when mtp.fc.weight exists; without it the head cannot run, and its other
+// tensors (often shipped anyway) are ignored by a rule that names the missing projection.
+void HybridModel::bind_mtp(const QuantConfig& quant) {
+  Checkpoint& c = *ckpt_;
+  bool any = false;
+  for (const std::string& name : c.tensor_names()) any = any || name.starts_with("mtp.");
+  if (!any) {
+    mtp_status_ = "absent (no mtp.* tensors)";
+    return;
+  }
+  if (!c.has("mtp.fc.weight")) {
+    mtp_status_ = "unavailable (missing mtp.fc.weight)";
+    c.ignore(R"(mtp\..*)", "MTP head unavailable: mtp.fc.weight is missing");
+    return;
+  }
+  const int64_t H = cfg_.hidden_size;
+  auto gain = [&](const std::string& name) { return one_plus(take_f32_vector(c, name, {H})); };
+  mtp_.fc = Linear::bind(c, "mtp.fc.weight", {H, 2 * H}, quant);
+  mtp_.norm_embedding = gain("mtp.pre_fc_norm_embedding.weight");
+  mtp_.norm_hidden = gain("mtp.pre_fc_norm_hidden.weight");
+  mtp_.norm = gain("mtp.norm.weight");
+  bind_layer(mtp_.layer, "mtp.layers.0.", /*linear=*/false, /*sparse=*/cfg_.num_experts > 0, quant);
+  mtp_available_ = true;
+  mtp_status_ = "available (1 layer)";
+}
+
+ModelConfig HybridModel::mtp_kv_config() const {
+  ModelConfig c = cfg_;
+  c.num_layers = 1;
+  c.layer_types = {"full_attention"};
+  return c;
 }
 
 void HybridModel::ensure_buffers(int64_t n) {
@@ -113,6 +157,7 @@ void HybridModel::ensure_buffers(int64_t n) {
   k_.resize(N * kv_dim);
   v_.resize(N * kv_dim);
   up_.resize(N * I);
+  mtp_in_.resize(N * 2 * H);
   cos_.resize(N * static_cast<size_t>(rope_.dim() / 2));
   sin_.resize(cos_.size());
   cap_tokens_ = n;
@@ -167,7 +212,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     const HybridLayer& L = layers_[l];
     for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.attn_norm.data(), eps, H, &xn_[t * H]);
     if (L.linear) linear_block(L, batch);
-    else attention_block(L, static_cast<int>(l), batch);
+    else attention_block(L.attn, cfg_.kv_layer_index(static_cast<int64_t>(l)), batch);
     kernels::add_inplace(x_.data(), tmp_.data(), n * H);
     mlp_block(L, n);
   }
@@ -178,6 +223,41 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     kernels::rmsnorm(&x_[t * H], final_norm_.data(), eps, H, &xn_[r * H]);
   }
   lm_head_.matmul(xn_.data(), rows, logits, pool_);
+  last_rows_ = rows;
+}
+
+void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits) {
+  if (!mtp_available_) fail("the MTP head cannot run: ", mtp_status_);
+  if (!complete_) fail("the model was loaded with missing or mismatched tensors and cannot run");
+  if (batch.kv == nullptr || batch.kv->num_layers() != 1)
+    fail("mtp_forward: the batch needs a one-layer KV pool (HybridModel::mtp_kv_config)");
+  flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
+  const int64_t n = flat_.size(), H = cfg_.hidden_size;
+  if (n == 0) return;
+  ensure_buffers(n);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  // x = fc([norm_e(embed(t_{i+1})); norm_h(h_i)])
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = &mtp_in_[t * 2 * H];
+    embed_.dequantize_row(flat_.ids[static_cast<size_t>(t)], &tmp_[t * H]);
+    kernels::rmsnorm(&tmp_[t * H], mtp_.norm_embedding.data(), eps, H, row);
+    kernels::rmsnorm(hidden + t * H, mtp_.norm_hidden.data(), eps, H, row + H);
+  }
+  mtp_.fc.matmul(mtp_in_.data(), n, x_.data(), pool_);
+  const int64_t half = rope_.dim() / 2;
+  for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
+  const HybridLayer& L = mtp_.layer;
+  for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.attn_norm.data(), eps, H, &xn_[t * H]);
+  attention_block(L.attn, /*kv_layer=*/0, batch);
+  kernels::add_inplace(x_.data(), tmp_.data(), n * H);
+  mlp_block(L, n);
+  const auto rows = static_cast<int64_t>(flat_.logit_row.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
+    kernels::rmsnorm(&x_[t * H], mtp_.norm.data(), eps, H, &xn_[r * H]);
+  }
+  lm_head_.matmul(xn_.data(), rows, logits, pool_);
+  last_rows_ = 0;  // xn_ no longer holds the target's hidden states
 }
 
 void HybridModel::linear_block(const HybridLayer& L, const ForwardBatch& batch) {
@@ -186,8 +266,7 @@ void HybridModel::linear_block(const HybridLayer& L, const ForwardBatch& batch) 
 }
 
 // xn_ holds the normed input; leaves the block's output in tmp_.
-void HybridModel::attention_block(const HybridLayer& L, int layer, const ForwardBatch& batch) {
-  const GatedAttentionWeights& A = L.attn;
+void HybridModel::attention_block(const GatedAttentionWeights& A, int kv_layer, const ForwardBatch& batch) {
   const int64_t n = flat_.size();
   const int64_t hd = cfg_.head_dim, nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
   const int64_t q_dim = nh * hd, kv_dim = nkv * hd;
@@ -209,7 +288,6 @@ void HybridModel::attention_block(const HybridLayer& L, int layer, const Forward
     rope_.apply(q, nh, hd, &cos_[t * half], &sin_[t * half]);
     rope_.apply(k, nkv, hd, &cos_[t * half], &sin_[t * half]);
   }
-  const int kv_layer = cfg_.kv_layer_index(layer);
   store_kv(*batch.kv, kv_layer, batch, flat_, k_.data(), v_.data(), kv_dim);
   const AttentionShape shape{nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
   paged_attention(*batch.kv, kv_layer, batch, flat_, shape, q_.data(), attn_.data(), pool_, scores_);

@@ -9,6 +9,8 @@
 // then the delta-rule state (GdnShape::state_floats each, in layer order).
 #pragma once
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -44,6 +46,18 @@ struct HybridLayer {
   MoeWeights moe;
 };
 
+// Qwen3.5's multi-token-prediction head (mtp.* tensors), as vLLM's qwen3_5_mtp runs it:
+//   x = fc([norm_e(embed(t_{i+1})); norm_h(h_i)])   h_i: the target's final-normed hidden state
+//   x = decoder layer (gated full attention with its own KV, at position i; dense or MoE MLP)
+//   logits = lm_head(norm(x))                       the target's lm_head
+struct MtpWeights {
+  Linear fc;                          // [H, 2H]
+  std::vector<float> norm_embedding;  // [H] as 1 + w
+  std::vector<float> norm_hidden;     // [H] as 1 + w
+  std::vector<float> norm;            // [H] as 1 + w
+  HybridLayer layer;                  // full attention
+};
+
 class HybridModel final : public Model {
  public:
   HybridModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok, int n_threads,
@@ -60,9 +74,29 @@ class HybridModel final : public Model {
   // Tests and benchmarks: run prefill through the recurrent form too.
   void set_gdn_mode(GdnMode mode) { gdn_mode_ = mode; }
 
+  // The final-normed hidden states (the lm_head inputs) of the last forward's logit rows:
+  // [logit rows, H]. Valid until the next forward.
+  std::span<const float> final_hidden() const {
+    return {xn_.data(), static_cast<size_t>(last_rows_ * cfg_.hidden_size)};
+  }
+
+  // MTP head. Status: "available (1 layer)", "unavailable (missing mtp.fc.weight)" (its other
+  // tensors are ignored by a named rule), or "absent (no mtp.* tensors)".
+  bool mtp_available() const { return mtp_available_; }
+  const std::string& mtp_status() const { return mtp_status_; }
+  // The config of the head's own KV pool: one full-attention layer of the model's shape.
+  ModelConfig mtp_kv_config() const;
+  // batch.seqs[s].tokens: the next tokens t_{i+1}; .pos: position i of the first hidden row;
+  // batch.kv: a pool built from mtp_kv_config(). hidden: [batch tokens, H] final-normed target
+  // hidden states in batch order. logits: [logit_rows(batch), vocab]. Throws naming the
+  // missing tensor when the head is unavailable.
+  void mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits);
+
  private:
   void bind_weights(bool strict);
-  void attention_block(const HybridLayer& L, int layer, const ForwardBatch& batch);
+  void bind_layer(HybridLayer& L, const std::string& prefix, bool linear, bool sparse, const QuantConfig& quant);
+  void bind_mtp(const QuantConfig& quant);
+  void attention_block(const GatedAttentionWeights& A, int kv_layer, const ForwardBatch& batch);
   void linear_block(const HybridLayer& L, const ForwardBatch& batch);
   void mlp_block(const HybridLayer& L, int64_t n);
   void ensure_buffers(int64_t n);
@@ -78,11 +112,16 @@ class HybridModel final : public Model {
   std::vector<HybridLayer> layers_;
   std::vector<float> final_norm_;  // [H] as 1 + w
   Linear lm_head_;                 // [V, H]
+  MtpWeights mtp_;
+  bool mtp_available_ = false;
+  std::string mtp_status_;
   bool complete_ = false;
   GdnMode gdn_mode_ = GdnMode::Auto;
+  int64_t last_rows_ = 0;
   // Activation scratch, grown on demand.
   int64_t cap_tokens_ = 0;
   std::vector<float> x_, xn_, qg_, q_, k_, v_, attn_, gate_, up_, tmp_;  // [n, ...]
+  std::vector<float> mtp_in_;                                            // [n, 2H]
   std::vector<float> cos_, sin_;                                         // [n, rotary_dim/2]
   std::vector<float> scores_;
   GdnScratch gdn_scratch_;

@@ -345,3 +345,75 @@ TEST(HybridLoading, StateHistorySlotConflictsAreErrors) {
 
 }  // namespace
 }  // namespace zen
+
+namespace zen {
+namespace {
+
+// The MTP head (qwen3_5_text_f32 carries one) against the script's reference built from
+// transformers' modules: over the whole prompt, then in two pieces through its own KV.
+TEST(HybridMtp, LogitsMatchReference) {
+  auto model = load_hybrid("qwen3_5_text_f32");
+  ASSERT_NE(model, nullptr);
+  ASSERT_TRUE(model->mtp_available()) << model->mtp_status();
+  SafetensorsFile f((kFixtures / "qwen3_5_text_f32.reference.safetensors").string());
+  const std::vector<int32_t> prompt = tensor_copy<int32_t>(f, "prompt");
+  const std::vector<float> expected = tensor_copy<float>(f, "mtp_logits");
+  const int64_t V = model->config().vocab_size, H = model->config().hidden_size;
+  const auto T = static_cast<int64_t>(prompt.size());
+  ASSERT_EQ(static_cast<int64_t>(expected.size()), (T - 1) * V);
+
+  auto cache = model->new_cache(T);
+  std::vector<float> logits(static_cast<size_t>(T * V));
+  model->forward(*cache, prompt, logits.data(), /*all_logits=*/true);
+  const std::vector<float> hidden(model->final_hidden().begin(), model->final_hidden().end());
+  ASSERT_EQ(static_cast<int64_t>(hidden.size()), T * H);
+
+  const std::span<const int32_t> next = std::span<const int32_t>(prompt).subspan(1);
+  KvPool kv(model->mtp_kv_config(), 16);
+  std::vector<int32_t> blocks;
+  for (int32_t b = 0; b < 16; ++b) blocks.push_back(b);
+  auto run = [&](int64_t begin, int64_t count, float* out) {
+    SeqSlice s;
+    s.tokens = next.subspan(static_cast<size_t>(begin), static_cast<size_t>(count));
+    s.pos = begin;
+    s.blocks = blocks;
+    s.all_logits = true;
+    ForwardBatch batch;
+    batch.kv = &kv;
+    batch.seqs = std::span<const SeqSlice>(&s, 1);
+    model->mtp_forward(batch, &hidden[static_cast<size_t>(begin * H)], out);
+  };
+  std::vector<float> mtp(static_cast<size_t>((T - 1) * V));
+  run(0, T - 1, mtp.data());
+  const float scale = max_abs(expected);
+  EXPECT_LE(max_diff(mtp, expected), 1e-4f * scale);
+  std::vector<float> pieces(mtp.size());
+  run(0, 100, pieces.data());
+  run(100, T - 1 - 100, &pieces[static_cast<size_t>(100 * V)]);
+  EXPECT_LE(max_diff(pieces, mtp), 1e-5f * scale);
+}
+
+TEST(HybridMtp, AbsentHeadIsAnErrorWhenAskedFor) {
+  auto model = load_hybrid("qwen3_next_f32");
+  ASSERT_NE(model, nullptr);
+  EXPECT_FALSE(model->mtp_available());
+  EXPECT_EQ(model->mtp_status(), "absent (no mtp.* tensors)");
+  KvPool kv(model->mtp_kv_config(), 1);
+  const std::vector<int32_t> tokens = {3}, blocks = {0};
+  SeqSlice s;
+  s.tokens = tokens;
+  s.blocks = blocks;
+  ForwardBatch batch;
+  batch.kv = &kv;
+  batch.seqs = std::span<const SeqSlice>(&s, 1);
+  std::vector<float> hidden(static_cast<size_t>(model->config().hidden_size)), logits(static_cast<size_t>(model->config().vocab_size));
+  try {
+    model->mtp_forward(batch, hidden.data(), logits.data());
+    ADD_FAILURE() << "mtp_forward ran without an MTP head";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no mtp.* tensors"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace zen
