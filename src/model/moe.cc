@@ -78,6 +78,9 @@ void top_k(const float* p, int64_t E, int64_t k, int32_t* chosen) {
   }
 }
 
+// Experts with at most this many rows (tokens) run one per thread rather than split.
+constexpr int64_t kSmallExpertRows = 4;
+
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // out[n, H] = down(silu(gate x) * up x) for one expert over n rows.
@@ -213,11 +216,29 @@ void moe_forward(const MoeWeights& w, const float* xn, int64_t n, float* out, Th
   float* gg = grow(s.grouped_gate, n * k * I);
   float* gu = grow(s.grouped_up, n * k * I);
   float* go = grow(s.grouped_out, n * k * H);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t rows = begin[e + 1] - begin[e];
-    if (rows == 0) continue;
-    const int64_t r = begin[e];
-    expert_forward(w.experts[static_cast<size_t>(e)], gx + r * H, rows, gg + r * I, gu + r * I, go + r * H, pool);
+  std::vector<int32_t>& active = s.active_experts;
+  active.clear();
+  int64_t most_rows = 0;
+  for (int64_t e = 0; e < E; ++e)
+    if (begin[e + 1] > begin[e]) {
+      active.push_back(static_cast<int32_t>(e));
+      most_rows = std::max(most_rows, begin[e + 1] - begin[e]);
+    }
+  auto run_expert = [&](int32_t e, ThreadPool& p) {
+    const int64_t r = begin[e], rows = begin[e + 1] - r;
+    expert_forward(w.experts[static_cast<size_t>(e)], gx + r * H, rows, gg + r * I, gu + r * I, go + r * H, p);
+  };
+  // Decode and small batches: each thread runs whole experts (one pool wake-up for all of
+  // them instead of three per expert); larger batches split each expert's rows over the pool.
+  // Either way every output row comes from the same kernels, so results do not change.
+  const auto threads = static_cast<int64_t>(pool.size());
+  if (threads > 1 && most_rows <= kSmallExpertRows && static_cast<int64_t>(active.size()) >= 2 * threads) {
+    while (static_cast<int64_t>(s.inline_pools.size()) < threads) s.inline_pools.push_back(std::make_unique<ThreadPool>(1));
+    pool.parallel_for(static_cast<int64_t>(active.size()), [&](int64_t b, int64_t e, int slot) {
+      for (int64_t i = b; i < e; ++i) run_expert(active[static_cast<size_t>(i)], *s.inline_pools[static_cast<size_t>(slot)]);
+    });
+  } else {
+    for (int32_t e : active) run_expert(e, pool);
   }
 
   // Each token sums its own contributions in its own top-k order (batch-invariant).

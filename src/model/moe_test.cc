@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <numeric>
+#include <ostream>
 #include <random>
 
 #include "base/numeric.h"
@@ -148,6 +149,8 @@ struct Case {
   DType dtype;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 class MoeForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MoeForward, MatchesReference) {
@@ -192,6 +195,23 @@ TEST_P(MoeForward, BatchInvariant) {
     EXPECT_EQ(0, std::memcmp(&out_rev[t * H], &together[(n - 1 - t) * H], H * sizeof(float))) << "token " << t;
 }
 
+// One thread runs every expert's rows split over the pool; with more threads, decode runs
+// whole experts per thread (moe.cc). Both must give the same bits.
+TEST_P(MoeForward, PoolSizeInvariant) {
+  const Case& c = GetParam();
+  InMemoryMoe moe(c.shape, c.dtype, 10);
+  const int64_t H = c.shape.hidden;
+  for (int64_t n : {1, 2, 5}) {
+    const std::vector<float> x = random_tokens(n, H, 14);
+    std::vector<float> one(static_cast<size_t>(n * H)), many(static_cast<size_t>(n * H));
+    ThreadPool pool1(1), pool3(3);
+    MoeScratch s1, s3;
+    moe_forward(moe.weights(), x.data(), n, one.data(), pool1, s1);
+    moe_forward(moe.weights(), x.data(), n, many.data(), pool3, s3);
+    EXPECT_EQ(0, std::memcmp(one.data(), many.data(), one.size() * sizeof(float))) << "n " << n;
+  }
+}
+
 // Decode reads the chosen experts only: NaN in every other expert leaves the output unchanged.
 TEST_P(MoeForward, DecodeReadsOnlyChosenExperts) {
   const Case& c = GetParam();
@@ -225,7 +245,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"f32_top2_norm", shape(40, 6, 2, 24, 0, true), DType::F32},
                       Case{"f32_top3_raw", shape(33, 7, 3, 17, 0, false), DType::F32},
                       Case{"f32_shared_expert", shape(40, 8, 2, 24, 20, true), DType::F32},
-                      Case{"bf16_top1_shared", shape(64, 5, 1, 32, 48, true), DType::BF16}),
+                      Case{"bf16_top1_shared", shape(64, 5, 1, 32, 48, true), DType::BF16},
+                      // top-8 of 16: decode takes the one-expert-per-thread path.
+                      Case{"f32_top8_of_16", shape(48, 16, 8, 16, 0, true), DType::F32}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------------------------
