@@ -78,9 +78,6 @@ void top_k(const float* p, int64_t E, int64_t k, int32_t* chosen) {
   }
 }
 
-// Experts with at most this many rows (tokens) run one per thread rather than split.
-constexpr int64_t kSmallExpertRows = 4;
-
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // out[n, H] = down(silu(gate x) * up x) for one expert over n rows.
@@ -228,15 +225,25 @@ void moe_forward(const MoeWeights& w, const float* xn, int64_t n, float* out, Th
     const int64_t r = begin[e], rows = begin[e + 1] - r;
     expert_forward(w.experts[static_cast<size_t>(e)], gx + r * H, rows, gg + r * I, gu + r * I, go + r * H, p);
   };
-  // Decode and small batches: each thread runs whole experts (one pool wake-up for all of
-  // them instead of three per expert); larger batches split each expert's rows over the pool.
-  // Either way every output row comes from the same kernels, so results do not change.
+  // With enough active experts, each thread runs whole experts (one pool wake-up for all of
+  // them instead of three per expert), the experts split into contiguous runs of about equal
+  // row counts; otherwise each expert's rows are split over the pool. Either way every output
+  // row comes from the same kernels, so results do not depend on the choice.
   const auto threads = static_cast<int64_t>(pool.size());
-  if (threads > 1 && most_rows <= kSmallExpertRows && static_cast<int64_t>(active.size()) >= 2 * threads) {
+  const int64_t total_rows = n * k;
+  if (threads > 1 && static_cast<int64_t>(active.size()) >= 2 * threads && most_rows * threads <= total_rows) {
     while (static_cast<int64_t>(s.inline_pools.size()) < threads) s.inline_pools.push_back(std::make_unique<ThreadPool>(1));
-    pool.parallel_for(static_cast<int64_t>(active.size()), [&](int64_t b, int64_t e, int slot) {
-      for (int64_t i = b; i < e; ++i) run_expert(active[static_cast<size_t>(i)], *s.inline_pools[static_cast<size_t>(slot)]);
-    });
+    pool.parallel_for(
+        threads,
+        [&](int64_t part_begin, int64_t part_end, int slot) {
+          ThreadPool& own = *s.inline_pools[static_cast<size_t>(slot)];
+          for (int32_t e : active) {
+            // The part holding the expert's middle row runs it.
+            const int64_t part = (2 * begin[e] + (begin[e + 1] - begin[e])) * threads / (2 * total_rows);
+            if (part >= part_begin && part < part_end) run_expert(e, own);
+          }
+        },
+        1);
   } else {
     for (int32_t e : active) run_expert(e, pool);
   }
