@@ -14,6 +14,7 @@
 #include <ostream>
 #include <random>
 
+#include "base/error.h"
 #include "base/numeric.h"
 #include "io/io_test_writers.h"
 
@@ -249,6 +250,58 @@ INSTANTIATE_TEST_SUITE_P(
                       // top-8 of 16: decode takes the one-expert-per-thread path.
                       Case{"f32_top8_of_16", shape(48, 16, 8, 16, 0, true), DType::F32}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+// ---------------------------------------------------------------------------------------------
+// Config.
+
+nlohmann::json qwen3_moe_config() {
+  return {{"model_type", "qwen3_moe"}, {"vocab_size", 64}, {"hidden_size", 32}, {"intermediate_size", 64},
+          {"num_hidden_layers", 6}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8},
+          {"num_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 16}};
+}
+
+std::string config_error(const nlohmann::json& j) {
+  try {
+    ModelConfig::from_hf(j);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MoeConfig, SparseLayerRuleOfTransformers) {
+  nlohmann::json j = qwen3_moe_config();
+  j["decoder_sparse_step"] = 2;
+  j["mlp_only_layers"] = {3};
+  const ModelConfig c = ModelConfig::from_hf(j);
+  EXPECT_FALSE(c.norm_topk_prob);  // qwen3_moe's default
+  std::vector<int64_t> sparse;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.is_sparse_layer(l)) sparse.push_back(l);
+  // (l + 1) % 2 == 0 -> 1, 3, 5; 3 is listed in mlp_only_layers.
+  EXPECT_EQ(sparse, (std::vector<int64_t>{1, 5}));
+  // transformers 5 writes num_local_experts (an alias of num_experts).
+  j.erase("num_experts");
+  j["num_local_experts"] = 4;
+  EXPECT_EQ(ModelConfig::from_hf(j).num_experts, 4);
+}
+
+TEST(MoeConfig, BadValuesAreErrors) {
+  auto with = [](const char* key, nlohmann::json v) {
+    nlohmann::json j = qwen3_moe_config();
+    j[key] = std::move(v);
+    return config_error(j);
+  };
+  EXPECT_NE(with("num_experts_per_tok", 9).find("num_experts_per_tok"), std::string::npos);
+  EXPECT_NE(with("num_experts_per_tok", 0).find("num_experts_per_tok"), std::string::npos);
+  EXPECT_NE(with("moe_intermediate_size", 0).find("moe_intermediate_size"), std::string::npos);
+  EXPECT_NE(with("decoder_sparse_step", 0).find("decoder_sparse_step"), std::string::npos);
+  EXPECT_NE(with("mlp_only_layers", "1").find("mlp_only_layers"), std::string::npos);
+  EXPECT_NE(with("mlp_only_layers", {"a"}).find("mlp_only_layers"), std::string::npos);
+  EXPECT_NE(with("norm_topk_prob", 1).find("norm_topk_prob"), std::string::npos);
+  EXPECT_NE(with("num_experts", -1).find("num_experts"), std::string::npos);
+  EXPECT_EQ(with("norm_topk_prob", true), "");
+}
 
 // ---------------------------------------------------------------------------------------------
 // Binding.
