@@ -65,16 +65,16 @@ void bind_stacked(Checkpoint& c, std::deque<TensorView>& views, const std::strin
 
 bool all_valid(const MoeExpert& e) { return e.gate.valid() && e.up.valid() && e.down.valid(); }
 
-// Top-k of p[E] by value, descending; ties go to the lower index.
+// Top-k of p[E] by value, descending; ties go to the lower index. One pass keeping the k best
+// in order (insertion), O(E) for the usual case where few values enter the list.
 void top_k(const float* p, int64_t E, int64_t k, int32_t* chosen) {
-  for (int64_t j = 0; j < k; ++j) {
-    int32_t best = -1;
-    for (int64_t e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int64_t i = 0; i < j; ++i) taken = taken || chosen[i] == e;
-      if (!taken && (best < 0 || p[e] > p[best])) best = static_cast<int32_t>(e);
-    }
-    chosen[j] = best;
+  int64_t filled = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const float v = p[e];
+    if (filled == k && !(v > p[chosen[k - 1]])) continue;
+    int64_t i = filled < k ? filled++ : k - 1;  // when full, the last entry drops out
+    for (; i > 0 && p[chosen[i - 1]] < v; --i) chosen[i] = chosen[i - 1];
+    chosen[i] = static_cast<int32_t>(e);
   }
 }
 
