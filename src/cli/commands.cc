@@ -234,6 +234,14 @@ int inspect_command(int argc, char** argv) {
   std::printf("layers: %" PRId64 ", hidden: %" PRId64 ", intermediate: %" PRId64 ", heads: %" PRId64 " (kv %" PRId64
               ", dim %" PRId64 "), vocab: %" PRId64 "\n",
               c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
+  if (c.num_experts > 0) {
+    int64_t sparse = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) sparse += c.is_sparse_layer(l) ? 1 : 0;
+    std::printf("experts: %" PRId64 ", top-%" PRId64 " (%s), expert intermediate %" PRId64 ", shared expert %" PRId64
+                ", sparse layers %" PRId64 " of %" PRId64 "\n",
+                c.num_experts, c.num_experts_per_tok, c.norm_topk_prob ? "renormalised" : "raw",
+                c.moe_intermediate_size, c.shared_expert_intermediate_size, sparse, c.num_layers);
+  }
   std::printf("context length: %" PRId64 "\n", c.max_position_embeddings);
   const char* scaling = c.rope_scaling == RopeScaling::Yarn ? "yarn" : c.rope_scaling == RopeScaling::Linear ? "linear" : "none";
   std::printf("rope: theta %g, scaling %s (factor %g)\n", c.rope_theta, scaling, c.rope_factor);

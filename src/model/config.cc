@@ -60,6 +60,7 @@ std::string hf_architecture(const json& j) {
     if (a == "Qwen2ForCausalLM") return "qwen2";
     if (a == "Qwen3ForCausalLM") return "qwen3";
     if (a == "Qwen3MoeForCausalLM") return "qwen3_moe";
+    if (a == "Qwen2MoeForCausalLM") return "qwen2_moe";
     return a;
   }
   fail("config.json: neither 'model_type' nor 'architectures' names the architecture");
@@ -110,9 +111,9 @@ ModelConfig ModelConfig::from_hf(const json& j) {
   ModelConfig c;
   c.architecture = hf_architecture(j);
   if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" &&
-      c.architecture != "qwen3_moe")
+      c.architecture != "qwen3_moe" && c.architecture != "qwen2_moe")
     fail("config.json: architecture '", c.architecture,
-         "' is not supported (supported: llama, qwen2, qwen3, qwen3_moe)");
+         "' is not supported (supported: llama, qwen2, qwen3, qwen3_moe, qwen2_moe)");
   c.vocab_size = get_int(j, "vocab_size", 0);
   c.hidden_size = get_int(j, "hidden_size", 0);
   c.intermediate_size = get_int(j, "intermediate_size", 0);
@@ -123,9 +124,15 @@ ModelConfig ModelConfig::from_hf(const json& j) {
   c.max_position_embeddings = get_int(j, "max_position_embeddings", 2048);
   c.rms_norm_eps = get_num(j, "rms_norm_eps", 1e-6);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false);
-  c.attention_bias = c.architecture == "qwen2" ? true : get_bool(j, "attention_bias", false);
+  c.attention_bias = c.architecture == "qwen2"       ? true
+                     : c.architecture == "qwen2_moe" ? get_bool(j, "qkv_bias", true)
+                                                     : get_bool(j, "attention_bias", false);
   c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3_moe";
-  if (c.architecture == "qwen3_moe") c.read_moe_fields(j, /*norm_topk_default=*/false);
+  // Qwen2-MoE: Qwen2 attention, and the sparse block with a sigmoid-gated shared expert that
+  // Qwen3-Next and Qwen3.5-MoE also use.
+  if (c.architecture == "qwen3_moe" || c.architecture == "qwen2_moe") c.read_moe_fields(j, /*norm_topk_default=*/false);
+  if (c.architecture == "qwen2_moe" && get_bool(j, "use_sliding_window", false))
+    fail("config.json: qwen2_moe with use_sliding_window=true is not supported");
   c.torch_dtype = get_str(j, "torch_dtype", get_str(j, "dtype", ""));
   if (j.contains("hidden_act") && get_str(j, "hidden_act", "silu") != "silu")
     fail("config.json: hidden_act '", get_str(j, "hidden_act", ""), "' is not supported (silu)");
