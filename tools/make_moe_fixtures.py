@@ -10,6 +10,8 @@ so the C++ golden tests pick them up with the dense fixtures. Variants:
                        dense: 0, 2, and 3 which the step alone would make sparse), 6 experts,
                        top-3, no renormalisation (Zen4-style "every other layer sparse")
   qwen3_moe_bf16_tied  bf16 weights, tied embeddings, 4 experts, top-1
+  qwen2_moe_shared     Qwen2-MoE (q/k/v bias, no q/k norm): 6 experts, top-2 plus the
+                       sigmoid-gated shared expert that Qwen3-Next / Qwen3.5-MoE use; bf16
 plus tests/fixtures/models/qwen3_moe_bf16_tied.gguf: the bf16 variant re-exported the way
 llama.cpp's converter lays out arch "qwen3moe" (experts stacked as ffn_{gate,up,down}_exps
 [E, I, H] / [E, H, I], router ffn_gate_inp, BF16 matrices, F32 norms, qwen3moe.* keys, a
@@ -40,7 +42,8 @@ import torch
 import transformers
 from safetensors import safe_open
 from safetensors.torch import save_file
-from transformers import GenerationConfig, Qwen3MoeConfig, Qwen3MoeForCausalLM
+from transformers import (GenerationConfig, Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3MoeConfig,
+                          Qwen3MoeForCausalLM)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_model_fixtures as mmf  # noqa: E402  (weight init, prompts, greedy loop)
@@ -59,22 +62,31 @@ def base_config(**overrides):
     return cfg
 
 
+ARCHS = {"qwen3_moe": (Qwen3MoeConfig, Qwen3MoeForCausalLM), "qwen2_moe": (Qwen2MoeConfig, Qwen2MoeForCausalLM)}
+
 VARIANTS = [
-    # name, stored dtype, config overrides, seed
+    # name, stored dtype, config overrides (qwen2_moe: "arch"), seed
     ("qwen3_moe_f32", "float32", {}, 501),
     ("qwen3_moe_step2", "bfloat16",
      dict(num_hidden_layers=4, decoder_sparse_step=2, mlp_only_layers=[3], num_experts=6,
           num_experts_per_tok=3, norm_topk_prob=False), 502),
     ("qwen3_moe_bf16_tied", "bfloat16",
      dict(num_experts=4, num_experts_per_tok=1, tie_word_embeddings=True), 503),
+    ("qwen2_moe_shared", "bfloat16",
+     dict(arch="qwen2_moe", vocab_size=128, head_dim=None, num_experts=6, num_experts_per_tok=2,
+          norm_topk_prob=False, shared_expert_intermediate_size=24), 504),
 ]
 
 
 def build_and_save(cfg, dtype, folder, seed):
-    config = Qwen3MoeConfig(**cfg)
+    cfg = dict(cfg)
+    config_cls, model_cls = ARCHS[cfg.pop("arch", "qwen3_moe")]
+    if cfg.get("head_dim", 0) is None:
+        del cfg["head_dim"]  # hidden_size / num_attention_heads
+    config = config_cls(**cfg)
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
-    model = Qwen3MoeForCausalLM(config).eval()
+    model = model_cls(config).eval()
     mmf.init_weights(model, seed)
     if cfg["tie_word_embeddings"]:
         model.tie_weights()
@@ -94,7 +106,7 @@ class RouterProbe:
         self.probs = {}  # layer -> list of [T, E]
         self.hooks = []
         for name, mod in model.named_modules():
-            if type(mod).__name__ == "Qwen3MoeTopKRouter":
+            if type(mod).__name__.endswith("MoeTopKRouter"):
                 layer = int(name.split(".")[2])
                 self.hooks.append(mod.register_forward_hook(
                     lambda m, args, out, layer=layer: self.probs.setdefault(layer, []).append(
@@ -134,11 +146,11 @@ def make_variant(name, dtype, overrides, base_seed, out_dir):
             break
     else:
         sys.exit(f"{name}: no seed gives a decisive greedy path and router")
-    assert model.config.model_type == "qwen3_moe"
+    assert model.config.model_type == overrides.get("arch", "qwen3_moe")
     mmf.check_greedy_without_cache(model, prompt, tokens)
     logits = mmf.full_logits(model, prompt)
-    sparse = [i for i in range(cfg["num_hidden_layers"]) if type(model.model.layers[i].mlp).__name__
-              == "Qwen3MoeSparseMoeBlock"]
+    sparse = [i for i in range(cfg["num_hidden_layers"])
+              if type(model.model.layers[i].mlp).__name__.endswith("SparseMoeBlock")]
     ref_path = os.path.join(out_dir, name + ".reference.safetensors")
     save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
                "greedy": torch.tensor(tokens, dtype=torch.int32)}, ref_path,

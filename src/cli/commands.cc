@@ -207,15 +207,22 @@ std::string human_count(int64_t n) {
   return buf;
 }
 
+void print_experts(const ModelConfig& c) {
+  if (c.num_experts <= 0) return;
+  int64_t sparse = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) sparse += c.is_sparse_layer(l) ? 1 : 0;
+  std::printf("experts: %" PRId64 ", top-%" PRId64 " (%s), expert intermediate %" PRId64 ", shared expert %" PRId64
+              ", sparse layers %" PRId64 " of %" PRId64 "\n",
+              c.num_experts, c.num_experts_per_tok, c.norm_topk_prob ? "renormalised" : "raw",
+              c.moe_intermediate_size, c.shared_expert_intermediate_size, sparse, c.num_layers);
+}
+
 // Layer schedule, KV and recurrent-state sizes: what serving this config costs per token and
 // per sequence.
 void print_footprint(const ModelConfig& c) {
   if (c.num_linear_layers() > 0)
     std::printf("layer schedule: %" PRId64 " linear attention (Gated DeltaNet) + %" PRId64 " full attention\n",
                 c.num_linear_layers(), c.num_kv_layers());
-  if (c.num_experts > 0)
-    std::printf("experts: %" PRId64 " (top %" PRId64 ", expert intermediate %" PRId64 ", shared %" PRId64 ")\n",
-                c.num_experts, c.num_experts_per_tok, c.moe_intermediate_size, c.shared_expert_intermediate_size);
   std::printf("KV cache bytes per token (f32): %" PRId64 " (%" PRId64 " attention layers)\n", kv_bytes_per_token_f32(c),
               c.num_kv_layers());
   if (c.num_linear_layers() > 0) {
@@ -253,6 +260,7 @@ int inspect_config_only(const std::string& path) {
   std::printf("layers: %" PRId64 ", hidden: %" PRId64 ", intermediate: %" PRId64 ", heads: %" PRId64 " (kv %" PRId64
               ", dim %" PRId64 "), vocab: %" PRId64 "\n",
               c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
+  print_experts(c);
   std::printf("context length: %" PRId64 "\n", c.max_position_embeddings);
   print_footprint(c);
   return 0;
@@ -295,6 +303,7 @@ int inspect_command(int argc, char** argv) {
   std::printf("layers: %" PRId64 ", hidden: %" PRId64 ", intermediate: %" PRId64 ", heads: %" PRId64 " (kv %" PRId64
               ", dim %" PRId64 "), vocab: %" PRId64 "\n",
               c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
+  print_experts(c);
   std::printf("context length: %" PRId64 "\n", c.max_position_embeddings);
   const char* scaling = c.rope_scaling == RopeScaling::Yarn ? "yarn" : c.rope_scaling == RopeScaling::Linear ? "linear" : "none";
   std::printf("rope: theta %g, scaling %s (factor %g)\n", c.rope_theta, scaling, c.rope_factor);

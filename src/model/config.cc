@@ -60,6 +60,7 @@ std::string hf_architecture(const json& j) {
     if (a == "Qwen2ForCausalLM") return "qwen2";
     if (a == "Qwen3ForCausalLM") return "qwen3";
     if (a == "Qwen3MoeForCausalLM") return "qwen3_moe";
+    if (a == "Qwen2MoeForCausalLM") return "qwen2_moe";
     if (a == "Qwen3NextForCausalLM") return "qwen3_next";
     if (a == "Qwen3_5ForCausalLM" || a == "Qwen3_5ForConditionalGeneration") return "qwen3_5";
     if (a == "Qwen3_5MoeForCausalLM" || a == "Qwen3_5MoeForConditionalGeneration") return "qwen3_5_moe";
@@ -172,9 +173,10 @@ ModelConfig ModelConfig::from_hf(const json& root) {
   if (c.architecture == "qwen3_5_text") c.architecture = "qwen3_5";
   if (c.architecture == "qwen3_5_moe_text") c.architecture = "qwen3_5_moe";
   if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" &&
-      c.architecture != "qwen3_moe" && !is_hybrid_architecture(c.architecture))
+      c.architecture != "qwen3_moe" && c.architecture != "qwen2_moe" && !is_hybrid_architecture(c.architecture))
     fail("config.json: architecture '", c.architecture,
-         "' is not supported (supported: llama, qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_moe, qwen3_next)");
+         "' is not supported (supported: llama, qwen2, qwen3, qwen3_moe, qwen2_moe, qwen3_5, qwen3_5_moe, "
+         "qwen3_next)");
   c.vocab_size = get_int(j, "vocab_size", 0);
   c.hidden_size = get_int(j, "hidden_size", 0);
   c.intermediate_size = get_int(j, "intermediate_size", 0);
@@ -189,9 +191,15 @@ ModelConfig ModelConfig::from_hf(const json& root) {
   if (text != &root && j.contains("tie_word_embeddings") && root.contains("tie_word_embeddings") &&
       get_bool(j, "tie_word_embeddings", false) != c.tie_word_embeddings)
     fail("config.json: tie_word_embeddings differs between the top level and text_config");
-  c.attention_bias = c.architecture == "qwen2" ? true : get_bool(j, "attention_bias", false);
+  c.attention_bias = c.architecture == "qwen2"       ? true
+                     : c.architecture == "qwen2_moe" ? get_bool(j, "qkv_bias", true)
+                                                     : get_bool(j, "attention_bias", false);
   c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3_moe";
-  if (c.architecture == "qwen3_moe") c.read_moe_fields(j, /*norm_topk_default=*/false);
+  // Qwen2-MoE: Qwen2 attention, and the sparse block with a sigmoid-gated shared expert that
+  // Qwen3-Next and Qwen3.5-MoE also use.
+  if (c.architecture == "qwen3_moe" || c.architecture == "qwen2_moe") c.read_moe_fields(j, /*norm_topk_default=*/false);
+  if (c.architecture == "qwen2_moe" && get_bool(j, "use_sliding_window", false))
+    fail("config.json: qwen2_moe with use_sliding_window=true is not supported");
   if (is_hybrid_architecture(c.architecture)) read_hybrid(j, c);
   c.torch_dtype = get_str(j, "torch_dtype", get_str(j, "dtype", get_str(root, "torch_dtype", get_str(root, "dtype", ""))));
   if (j.contains("hidden_act") && get_str(j, "hidden_act", "silu") != "silu")

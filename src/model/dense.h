@@ -1,6 +1,7 @@
 // Decoder-only transformer of the family: llama-style (SmolLM2, stories260K), Qwen2 (q/k/v
-// bias), Qwen3 (per-head q/k RMSNorm) and Qwen3-MoE (Qwen3 whose sparse layers replace the
-// MLP by a mixture of experts, model/moe.h). Pre-norm blocks:
+// bias), Qwen3 (per-head q/k RMSNorm), Qwen3-MoE (Qwen3 whose sparse layers replace the MLP
+// by a mixture of experts, model/moe.h) and Qwen2-MoE (Qwen2 attention, experts plus a gated
+// shared expert). Pre-norm blocks:
 //   x += o_proj(attention(rope(q), rope(k), v));  x += down(silu(gate(n(x))) * up(n(x)))
 //   (sparse layers: x += moe(n(x)))
 #pragma once

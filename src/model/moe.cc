@@ -65,16 +65,16 @@ void bind_stacked(Checkpoint& c, std::deque<TensorView>& views, const std::strin
 
 bool all_valid(const MoeExpert& e) { return e.gate.valid() && e.up.valid() && e.down.valid(); }
 
-// Top-k of p[E] by value, descending; ties go to the lower index.
+// Top-k of p[E] by value, descending; ties go to the lower index. One pass keeping the k best
+// in order (insertion), O(E) for the usual case where few values enter the list.
 void top_k(const float* p, int64_t E, int64_t k, int32_t* chosen) {
-  for (int64_t j = 0; j < k; ++j) {
-    int32_t best = -1;
-    for (int64_t e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int64_t i = 0; i < j; ++i) taken = taken || chosen[i] == e;
-      if (!taken && (best < 0 || p[e] > p[best])) best = static_cast<int32_t>(e);
-    }
-    chosen[j] = best;
+  int64_t filled = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const float v = p[e];
+    if (filled == k && !(v > p[chosen[k - 1]])) continue;
+    int64_t i = filled < k ? filled++ : k - 1;  // when full, the last entry drops out
+    for (; i > 0 && p[chosen[i - 1]] < v; --i) chosen[i] = chosen[i - 1];
+    chosen[i] = static_cast<int32_t>(e);
   }
 }
 
@@ -213,11 +213,39 @@ void moe_forward(const MoeWeights& w, const float* xn, int64_t n, float* out, Th
   float* gg = grow(s.grouped_gate, n * k * I);
   float* gu = grow(s.grouped_up, n * k * I);
   float* go = grow(s.grouped_out, n * k * H);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t rows = begin[e + 1] - begin[e];
-    if (rows == 0) continue;
-    const int64_t r = begin[e];
-    expert_forward(w.experts[static_cast<size_t>(e)], gx + r * H, rows, gg + r * I, gu + r * I, go + r * H, pool);
+  std::vector<int32_t>& active = s.active_experts;
+  active.clear();
+  int64_t most_rows = 0;
+  for (int64_t e = 0; e < E; ++e)
+    if (begin[e + 1] > begin[e]) {
+      active.push_back(static_cast<int32_t>(e));
+      most_rows = std::max(most_rows, begin[e + 1] - begin[e]);
+    }
+  auto run_expert = [&](int32_t e, ThreadPool& p) {
+    const int64_t r = begin[e], rows = begin[e + 1] - r;
+    expert_forward(w.experts[static_cast<size_t>(e)], gx + r * H, rows, gg + r * I, gu + r * I, go + r * H, p);
+  };
+  // With enough active experts, each thread runs whole experts (one pool wake-up for all of
+  // them instead of three per expert), the experts split into contiguous runs of about equal
+  // row counts; otherwise each expert's rows are split over the pool. Either way every output
+  // row comes from the same kernels, so results do not depend on the choice.
+  const auto threads = static_cast<int64_t>(pool.size());
+  const int64_t total_rows = n * k;
+  if (threads > 1 && static_cast<int64_t>(active.size()) >= 2 * threads && most_rows * threads <= total_rows) {
+    while (static_cast<int64_t>(s.inline_pools.size()) < threads) s.inline_pools.push_back(std::make_unique<ThreadPool>(1));
+    pool.parallel_for(
+        threads,
+        [&](int64_t part_begin, int64_t part_end, int slot) {
+          ThreadPool& own = *s.inline_pools[static_cast<size_t>(slot)];
+          for (int32_t e : active) {
+            // The part holding the expert's middle row runs it.
+            const int64_t part = (2 * begin[e] + (begin[e + 1] - begin[e])) * threads / (2 * total_rows);
+            if (part >= part_begin && part < part_end) run_expert(e, own);
+          }
+        },
+        1);
+  } else {
+    for (int32_t e : active) run_expert(e, pool);
   }
 
   // Each token sums its own contributions in its own top-k order (batch-invariant).

@@ -80,6 +80,8 @@ struct MoeScratch {
   std::vector<int32_t> row_of;        // [n, k] row of (t, j) in the grouped buffers
   std::vector<int64_t> expert_begin;  // [E + 1] first grouped row of each expert
   std::vector<int64_t> expert_cursor; // [E] next free grouped row while grouping
+  std::vector<int32_t> active_experts; // experts with at least one row, ascending
+  std::vector<std::unique_ptr<ThreadPool>> inline_pools;  // one single-thread pool per slot
   std::vector<float> grouped_x;       // [n*k, H]
   std::vector<float> grouped_gate;    // [n*k, I]
   std::vector<float> grouped_up;      // [n*k, I]

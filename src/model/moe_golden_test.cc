@@ -1,4 +1,4 @@
-// Qwen3-MoE fixtures (tools/make_moe_fixtures.py) beyond the generic golden tests, which
+// Qwen3-MoE and Qwen2-MoE fixtures (tools/make_moe_fixtures.py) beyond the generic golden tests, which
 // already hold their logits, greedy tokens and chunked prefill to transformers':
 //  - the sparse-layer rule of the config agrees with the tensors transformers saved;
 //  - batch invariance: a sequence's logits are bit-identical alone and inside a ForwardBatch
@@ -25,7 +25,7 @@ const fs::path kModels = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models";
 
 std::vector<std::string> moe_fixtures() {
   std::vector<std::string> names;
-  for (const char* name : {"qwen3_moe_f32", "qwen3_moe_step2", "qwen3_moe_bf16_tied"})
+  for (const char* name : {"qwen3_moe_f32", "qwen3_moe_step2", "qwen3_moe_bf16_tied", "qwen2_moe_shared"})
     if (fs::is_directory(kModels / name)) names.push_back(name);
   return names;
 }
@@ -54,7 +54,7 @@ class MoeGolden : public ::testing::TestWithParam<std::string> {
 
 TEST_P(MoeGolden, SparseLayersFollowTheConfig) {
   const ModelConfig& cfg = model_->config();
-  EXPECT_EQ(cfg.architecture, "qwen3_moe");
+  EXPECT_TRUE(cfg.architecture == "qwen3_moe" || cfg.architecture == "qwen2_moe") << cfg.architecture;
   ASSERT_GT(cfg.num_experts, 0);
   int sparse = 0;
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
@@ -109,7 +109,16 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MoeGolden, ::testing::ValuesIn(moe_fixtures()
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MoeGolden);
 
-TEST(MoeGoldenFixtures, Present) { EXPECT_EQ(moe_fixtures().size(), 3u); }
+TEST(MoeGoldenFixtures, Present) { EXPECT_EQ(moe_fixtures().size(), 4u); }
+
+// qwen2_moe_shared exercises the shared expert and its gate against transformers (the
+// generic golden tests hold its logits); make sure the fixture really has them.
+TEST(MoeGoldenFixtures, SharedExpertFixtureHasASharedExpert) {
+  auto model = Model::load((kModels / "qwen2_moe_shared").string(), {.n_threads = 1, .load_tokenizer = false});
+  EXPECT_GT(model->config().shared_expert_intermediate_size, 0);
+  EXPECT_TRUE(model->checkpoint().has("model.layers.0.mlp.shared_expert_gate.weight"));
+  EXPECT_TRUE(model->config().attention_bias);
+}
 
 TEST(MoeGoldenGguf, StackedExpertsMatchTheHfCheckpoint) {
   const fs::path gguf_path = kModels / "qwen3_moe_bf16_tied.gguf";

@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <limits>
 #include <numeric>
+#include <ostream>
 #include <random>
 
+#include "base/error.h"
 #include "base/numeric.h"
 #include "io/io_test_writers.h"
 
@@ -148,6 +150,8 @@ struct Case {
   DType dtype;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 class MoeForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MoeForward, MatchesReference) {
@@ -192,6 +196,23 @@ TEST_P(MoeForward, BatchInvariant) {
     EXPECT_EQ(0, std::memcmp(&out_rev[t * H], &together[(n - 1 - t) * H], H * sizeof(float))) << "token " << t;
 }
 
+// One thread runs every expert's rows split over the pool; with more threads, decode runs
+// whole experts per thread (moe.cc). Both must give the same bits.
+TEST_P(MoeForward, PoolSizeInvariant) {
+  const Case& c = GetParam();
+  InMemoryMoe moe(c.shape, c.dtype, 10);
+  const int64_t H = c.shape.hidden;
+  for (int64_t n : {1, 2, 5}) {
+    const std::vector<float> x = random_tokens(n, H, 14);
+    std::vector<float> one(static_cast<size_t>(n * H)), many(static_cast<size_t>(n * H));
+    ThreadPool pool1(1), pool3(3);
+    MoeScratch s1, s3;
+    moe_forward(moe.weights(), x.data(), n, one.data(), pool1, s1);
+    moe_forward(moe.weights(), x.data(), n, many.data(), pool3, s3);
+    EXPECT_EQ(0, std::memcmp(one.data(), many.data(), one.size() * sizeof(float))) << "n " << n;
+  }
+}
+
 // Decode reads the chosen experts only: NaN in every other expert leaves the output unchanged.
 TEST_P(MoeForward, DecodeReadsOnlyChosenExperts) {
   const Case& c = GetParam();
@@ -225,8 +246,62 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"f32_top2_norm", shape(40, 6, 2, 24, 0, true), DType::F32},
                       Case{"f32_top3_raw", shape(33, 7, 3, 17, 0, false), DType::F32},
                       Case{"f32_shared_expert", shape(40, 8, 2, 24, 20, true), DType::F32},
-                      Case{"bf16_top1_shared", shape(64, 5, 1, 32, 48, true), DType::BF16}),
+                      Case{"bf16_top1_shared", shape(64, 5, 1, 32, 48, true), DType::BF16},
+                      // top-8 of 16: decode takes the one-expert-per-thread path.
+                      Case{"f32_top8_of_16", shape(48, 16, 8, 16, 0, true), DType::F32}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+// ---------------------------------------------------------------------------------------------
+// Config.
+
+nlohmann::json qwen3_moe_config() {
+  return {{"model_type", "qwen3_moe"}, {"vocab_size", 64}, {"hidden_size", 32}, {"intermediate_size", 64},
+          {"num_hidden_layers", 6}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8},
+          {"num_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 16}};
+}
+
+std::string config_error(const nlohmann::json& j) {
+  try {
+    ModelConfig::from_hf(j);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MoeConfig, SparseLayerRuleOfTransformers) {
+  nlohmann::json j = qwen3_moe_config();
+  j["decoder_sparse_step"] = 2;
+  j["mlp_only_layers"] = {3};
+  const ModelConfig c = ModelConfig::from_hf(j);
+  EXPECT_FALSE(c.norm_topk_prob);  // qwen3_moe's default
+  std::vector<int64_t> sparse;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.is_sparse_layer(l)) sparse.push_back(l);
+  // (l + 1) % 2 == 0 -> 1, 3, 5; 3 is listed in mlp_only_layers.
+  EXPECT_EQ(sparse, (std::vector<int64_t>{1, 5}));
+  // transformers 5 writes num_local_experts (an alias of num_experts).
+  j.erase("num_experts");
+  j["num_local_experts"] = 4;
+  EXPECT_EQ(ModelConfig::from_hf(j).num_experts, 4);
+}
+
+TEST(MoeConfig, BadValuesAreErrors) {
+  auto with = [](const char* key, nlohmann::json v) {
+    nlohmann::json j = qwen3_moe_config();
+    j[key] = std::move(v);
+    return config_error(j);
+  };
+  EXPECT_NE(with("num_experts_per_tok", 9).find("num_experts_per_tok"), std::string::npos);
+  EXPECT_NE(with("num_experts_per_tok", 0).find("num_experts_per_tok"), std::string::npos);
+  EXPECT_NE(with("moe_intermediate_size", 0).find("moe_intermediate_size"), std::string::npos);
+  EXPECT_NE(with("decoder_sparse_step", 0).find("decoder_sparse_step"), std::string::npos);
+  EXPECT_NE(with("mlp_only_layers", "1").find("mlp_only_layers"), std::string::npos);
+  EXPECT_NE(with("mlp_only_layers", {"a"}).find("mlp_only_layers"), std::string::npos);
+  EXPECT_NE(with("norm_topk_prob", 1).find("norm_topk_prob"), std::string::npos);
+  EXPECT_NE(with("num_experts", -1).find("num_experts"), std::string::npos);
+  EXPECT_EQ(with("norm_topk_prob", true), "");
+}
 
 // ---------------------------------------------------------------------------------------------
 // Binding.
