@@ -6,6 +6,7 @@
 //   BM_GdnDecodeLayer: one decode token through the whole layer (bf16 projections, conv, the
 //     recurrent state update, gated norm, out_proj): the per-token cost of a GDN layer.
 //   BM_GdnDecodeState: only the state update of that token (48 heads of 128 x 128 f32).
+//   BM_GemmF32Chunk: the chunk's GEMM shapes alone (the chunked form's ceiling).
 //
 //   zen_gdn_bench --benchmark_filter=Gdn
 #include <benchmark/benchmark.h>
@@ -16,6 +17,7 @@
 
 #include "base/numeric.h"
 #include "base/thread_pool.h"
+#include "kernels/cpu/gemm_f32.h"
 #include "model/gated_delta_net.h"
 #include "model/state_cache.h"
 
@@ -181,6 +183,20 @@ void BM_GdnDecodeLayer(benchmark::State& state) {
   state.counters["weights_GB/s"] = benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_GdnDecodeLayer)->ArgNames({"threads"})->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The chunk's GEMM shape alone ([64, 128] x [128, 128]): the ceiling of the chunked form.
+void BM_GemmF32Chunk(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  std::vector<float> A(static_cast<size_t>(M * K), 0.5f), B(static_cast<size_t>(K * N), 0.25f),
+      C(static_cast<size_t>(M * N));
+  for (auto _ : state) {
+    kernels::gemm_f32(M, N, K, A.data(), K, B.data(), N, C.data(), N, /*accumulate=*/true);
+    benchmark::DoNotOptimize(C.data());
+  }
+  state.counters["GFMA/s"] = benchmark::Counter(static_cast<double>(M * N * K) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmF32Chunk)->ArgNames({"M", "N", "K"})->Args({64, 128, 128})->Args({128, 128, 64})->UseRealTime();
 
 }  // namespace
 }  // namespace zen

@@ -85,18 +85,21 @@ void run_chunk(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t 
     kernels::gemm_f32(rows, cols, dk, c.X + b * dk, dk, c.Kt, C, c.P + b * C, C, /*accumulate=*/false);
     kernels::gemm_f32(rows, cols, dk, c.X + (L + b) * dk, dk, c.Kt, C, c.P + (L + b) * C, C, /*accumulate=*/false);
   }
+  float* decay = c.VN;  // free until v_new: one row of exp(cum_i - cum_j)
   for (int64_t i = 0; i < L; ++i) {
     float* qk = c.P + i * C;
-    float* a = c.P + (L + i) * C;
+    float* a = c.P + (L + i) * C;  // stored negated: the solve below adds (-A) X
     const float beta = in.beta[(t0 + i) * in.ld_gb];
+    for (int64_t j = 0; j <= i; ++j) decay[j] = c.cum[i] - c.cum[j];
+    kernels::exp_f32(decay, i + 1, decay);
     for (int64_t j = 0; j <= i; ++j) {
-      const float decay = std::exp(c.cum[i] - c.cum[j]);
-      qk[j] *= decay;
-      a[j] = j < i ? beta * a[j] * decay : 0.0f;
+      qk[j] *= decay[j];
+      a[j] = j < i ? -(beta * a[j] * decay[j]) : 0.0f;
     }
     std::fill(qk + i + 1, qk + L, 0.0f);  // causal: the QK v_new product runs over all L
   }
-  // UT transform by forward substitution: [U | W] = (I + A)^-1 [beta v | beta exp(cum) k].
+  // UT transform: [U | W] = (I + A)^-1 [beta v | beta exp(cum) k], by blocks of rows: the
+  // solved rows above a block enter as one GEMM, then forward substitution inside it.
   for (int64_t i = 0; i < L; ++i) {
     float* y = c.Y + i * ly;
     const float beta = in.beta[(t0 + i) * in.ld_gb], wk = beta * std::exp(c.cum[i]);
@@ -104,8 +107,14 @@ void run_chunk(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t 
     const float* k = in.k + (t0 + i) * in.ld_qkv;
     for (int64_t d = 0; d < dv; ++d) y[d] = v[d] * beta;
     for (int64_t d = 0; d < dk; ++d) y[dv + d] = k[d] * wk;
-    const float* a = c.P + (L + i) * C;
-    for (int64_t j = 0; j < i; ++j) kernels::axpy_f32(-a[j], c.Y + j * ly, y, ly);
+  }
+  for (int64_t b = 0; b < L; b += kTriBlock) {
+    const int64_t e = std::min(L, b + kTriBlock);
+    if (b > 0) kernels::gemm_f32(e - b, ly, b, c.P + (L + b) * C, C, c.Y, ly, c.Y + b * ly, ly, /*accumulate=*/true);
+    for (int64_t i = b; i < e; ++i) {
+      const float* a = c.P + (L + i) * C;
+      for (int64_t j = b; j < i; ++j) kernels::axpy_f32(a[j], c.Y + j * ly, c.Y + i * ly, ly);
+    }
   }
   // v_new = U - W S
   kernels::gemm_f32(L, dv, dk, c.Y + dv, ly, S, dv, c.VN, dv, /*accumulate=*/false);
