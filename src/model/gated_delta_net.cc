@@ -220,7 +220,20 @@ void chunked(const HeadInputs& in, int64_t n, int64_t pos0, int64_t dk, int64_t 
     const int64_t pos = pos0 + t;
     const int64_t chunk_end = (pos / kGdnChunk + 1) * kGdnChunk;  // next absolute multiple
     const int64_t L = std::min(n - t, chunk_end - pos);
-    run_chunk(in, t, L, dk, dv, state, c);
+    if (L == 1) {
+      // A one-token chunk takes the recurrent step, exactly as decode does: then a prefill
+      // split at multiples of the chunk stays bit-identical even when a piece is one token.
+      HeadInputs one = in;
+      one.q += t * in.ld_qkv;
+      one.k += t * in.ld_qkv;
+      one.v += t * in.ld_qkv;
+      one.g += t * in.ld_gb;
+      one.beta += t * in.ld_gb;
+      one.out += t * in.ld_out;
+      recurrent(one, 1, dk, dv, state);
+    } else {
+      run_chunk(in, t, L, dk, dv, state, c);
+    }
     t += L;
   }
 }

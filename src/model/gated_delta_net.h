@@ -9,7 +9,8 @@
 // chunked (prefill: chunks of kGdnChunk tokens solved with a UT transform, as HF's
 // torch_chunk_gated_delta_rule). Chunks start at ABSOLUTE positions that are multiples of
 // kGdnChunk, so a prefill split across forward calls at such multiples is bit-identical to one
-// call (the state carried between calls is the state at the chunk boundary).
+// call (the state carried between calls is the state at the chunk boundary). One-token chunks
+// (a decode step, or a piece of one token) take the recurrent step, so that holds for them too.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -76,7 +77,8 @@ struct HeadInputs {
 void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* state, float* const* history = nullptr);
 
 // Chunked form; the tokens sit at absolute positions [pos0, pos0 + n) and chunks break at
-// multiples of kGdnChunk. scratch: chunk_scratch_floats(dk, dv) floats.
+// multiples of kGdnChunk; a chunk of one token takes the recurrent step (as decode does).
+// scratch: chunk_scratch_floats(dk, dv) floats.
 void chunked(const HeadInputs& in, int64_t n, int64_t pos0, int64_t dk, int64_t dv, float* state, float* scratch);
 int64_t chunk_scratch_floats(int64_t dk, int64_t dv);
 

@@ -105,6 +105,21 @@ TEST(GdnDeltaRule, SplitAtChunkMultipleIsBitExact) {
   EXPECT_EQ(state_one, state_split);
 }
 
+// A last piece of one token (a prompt of 64k + 1 tokens split at 64k) is bit-identical too:
+// one-token chunks take the recurrent step whether they end a call or are a call.
+TEST(GdnDeltaRule, OneTokenPieceIsBitExact) {
+  const int64_t n = 129, dk = 16, dv = 8;
+  const HeadData data(n, dk, dv, 13);
+  std::vector<float> scratch(static_cast<size_t>(gdn::chunk_scratch_floats(dk, dv)));
+  std::vector<float> state_one(static_cast<size_t>(dk * dv), 0.0f), state_split = state_one;
+  std::vector<float> out_one(static_cast<size_t>(n * dv)), out_split(out_one.size());
+  gdn::chunked(data.inputs(out_one.data()), n, 0, dk, dv, state_one.data(), scratch.data());
+  gdn::chunked(data.inputs(out_split.data()), 128, 0, dk, dv, state_split.data(), scratch.data());
+  gdn::recurrent(data.inputs(out_split.data(), 128), 1, dk, dv, state_split.data());  // a decode step
+  EXPECT_EQ(out_one, out_split);
+  EXPECT_EQ(state_one, state_split);
+}
+
 TEST(GdnDeltaRule, RecurrentRecordsStateHistory) {
   const int64_t n = 6, dk = 8, dv = 8;
   const HeadData data(n, dk, dv, 5);

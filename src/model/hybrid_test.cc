@@ -123,6 +123,28 @@ TEST_P(HybridFixture, SplitPrefillAtChunkMultiplesIsBitExact) {
   EXPECT_LE(max_diff(one, ref_.logits), 1e-4f * max_abs(ref_.logits));
 }
 
+// A prompt of 129 tokens split 64 + 64 + 1: the one-token piece (the decode path) is
+// bit-identical to the one-pass prefill's last row and state.
+TEST_P(HybridFixture, OneTokenLastPieceIsBitExact) {
+  const std::span<const int32_t> prompt = std::span<const int32_t>(ref_.prompt).first(129);
+  auto run = [&](const std::vector<size_t>& pieces, std::vector<float>& state) {
+    auto cache = model_->new_cache(129);
+    std::vector<float> logits(129 * static_cast<size_t>(vocab_));
+    size_t at = 0;
+    for (size_t piece : pieces) {
+      model_->forward(*cache, prompt.subspan(at, piece), &logits[at * static_cast<size_t>(vocab_)], true);
+      at += piece;
+    }
+    state.assign(cache->states()->slot(0), cache->states()->slot(0) + cache->states()->floats_per_slot());
+    return logits;
+  };
+  std::vector<float> state_one, state_split;
+  const std::vector<float> one = run({129}, state_one);
+  const std::vector<float> split = run({64, 64, 1}, state_split);
+  EXPECT_EQ(one, split);
+  EXPECT_EQ(state_one, state_split);
+}
+
 // Prefill 100 tokens, then feed the rest one token at a time (the recurrent decode path):
 // every row equals the full prefill's within f32 rounding.
 TEST_P(HybridFixture, PrefillThenDecodeEqualsFullPrefill) {
