@@ -248,7 +248,7 @@ def test_inspect_config_only_zen6_shaped():
 
 
 def test_inspect_hybrid_fixture_reports_state():
-    r = zen("inspect", ROOT / "tests" / "fixtures" / "models" / "qwen3_5_vl_f32", check=True)
+    r = zen("inspect", ROOT / "tests" / "fixtures" / "models" / "qwen3_5_vl_bf16", check=True)
     assert "strict load: ok" in r.stdout
     assert "recurrent state bytes per sequence" in r.stdout
     assert "vision tower" in r.stdout  # the named ignore rule is listed

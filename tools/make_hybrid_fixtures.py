@@ -76,10 +76,10 @@ VARIANTS = [
     # layer_types from full_attention_interval (every 4th layer full attention).
     Variant("qwen3_5_text_f32", "qwen3_5_text", {"full_attention_interval": 4}, seed=501, mtp=True),
     # Explicit layer_types, attention first; a vision tower the engine must ignore by rule;
-    # tied embeddings at the composite's top level.
-    Variant("qwen3_5_vl_f32", "qwen3_5_composite",
+    # tied embeddings at the composite's top level. Stored bf16 (small; the hybrid's bf16 path).
+    Variant("qwen3_5_vl_bf16", "qwen3_5_composite",
             {"layer_types": ["full_attention", "linear_attention", "linear_attention",
-                             "full_attention"]}, seed=502),
+                             "full_attention"]}, seed=502, dtype="bfloat16"),
     Variant("qwen3_next_f32", "qwen3_next", {"full_attention_interval": 2}, seed=601),
     # Real Qwen3-Next MLPs: 4 experts, top-2, shared expert with its sigmoid gate; layer 1
     # dense by mlp_only_layers; norm_topk_prob off (not the default) so a parser that ignores

@@ -41,7 +41,7 @@ struct ChunkScratch {
   float* cum;  // [C] cumulative log decay inside the chunk
   float* X;    // [2C, Dk] q rows (0..L-1) then k rows (L..2L-1)
   float* Kt;   // [Dk, C] k^T
-  float* P;    // [2C, C] X k^T, then the decayed, masked QK (rows 0..L-1) and A (rows L..)
+  float* P;    // [2C, C] X k^T, then the decayed, masked QK (rows 0..L-1) and -A (rows L..)
   float* Y;    // [C, Dv + Dk] [beta v | beta exp(cum) k], solved in place into [U | W]
   float* Qd;   // [C, Dk] q_i exp(cum_i)
   float* VN;   // [C, Dv] v_new = U - W S

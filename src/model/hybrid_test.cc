@@ -26,7 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models";
-const std::vector<std::string> kHybridFixtures = {"qwen3_5_text_f32", "qwen3_5_vl_f32", "qwen3_next_f32",
+const std::vector<std::string> kHybridFixtures = {"qwen3_5_text_f32", "qwen3_5_vl_bf16", "qwen3_next_f32",
                                                    "qwen3_next_moe_bf16", "qwen3_5_moe_bf16"};
 
 struct Reference {
@@ -252,7 +252,7 @@ std::string fixture_name(const ::testing::TestParamInfo<std::string>& info) { re
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridFixture, ::testing::ValuesIn(kHybridFixtures), fixture_name);
 
 TEST(HybridConfig, ParsesCompositeQwen35) {
-  const ModelConfig cfg = Model::load((kFixtures / "qwen3_5_vl_f32").string(), {.load_tokenizer = false})->config();
+  const ModelConfig cfg = Model::load((kFixtures / "qwen3_5_vl_bf16").string(), {.load_tokenizer = false})->config();
   EXPECT_EQ(cfg.architecture, "qwen3_5");
   EXPECT_EQ(cfg.text_prefix, "model.language_model.");
   EXPECT_TRUE(cfg.tie_word_embeddings);
@@ -304,7 +304,7 @@ TEST(HybridConfig, RejectsInconsistentValues) {
 
 // The vision tower of a composite checkpoint is ignored by a named rule, not silently.
 TEST(HybridLoading, VisionTowerIgnoredByNamedRule) {
-  auto model = Model::load((kFixtures / "qwen3_5_vl_f32").string(), {.load_tokenizer = false});
+  auto model = Model::load((kFixtures / "qwen3_5_vl_bf16").string(), {.load_tokenizer = false});
   const LoadVerdict v = model->checkpoint().verdict();
   EXPECT_TRUE(v.ok()) << v.to_string();
   int visual = 0;
