@@ -252,7 +252,10 @@ KvCache::KvCache(const ModelConfig& cfg, int64_t capacity, KvDType dtype)
   blocks_.resize(static_cast<size_t>(pool_.num_blocks()));
   for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i] = static_cast<int32_t>(i);
   const int64_t state_floats = recurrent_state_floats(cfg);
-  if (state_floats > 0) states_ = std::make_unique<StatePool>(state_floats, 1);
+  if (state_floats > 0) {
+    states_ = std::make_unique<StatePool>(state_floats, 1);
+    states_->zero(0);
+  }
 }
 
 void KvCache::store(int layer, int64_t pos, const float* k, const float* v) {

@@ -11,7 +11,7 @@ StatePool::StatePool(int64_t floats_per_slot, int64_t num_slots)
     : floats_per_slot_(floats_per_slot), num_slots_(num_slots) {
   if (floats_per_slot <= 0 || num_slots <= 0)
     fail("recurrent-state pool needs positive sizes, got ", num_slots, " slots of ", floats_per_slot, " floats");
-  data_.assign(static_cast<size_t>(floats_per_slot * num_slots), 0.0f);
+  data_.reset(new float[static_cast<size_t>(floats_per_slot * num_slots)]);
 }
 
 float* StatePool::slot(int32_t i) {

@@ -5,6 +5,7 @@
 // state [Hv, Dk, Dv]; see model/gated_delta_net.h).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
@@ -13,7 +14,7 @@ namespace zen {
 
 class StatePool {
  public:
-  StatePool(int64_t floats_per_slot, int64_t num_slots);
+  StatePool(int64_t floats_per_slot, int64_t num_slots);  // slots start zeroed on first use: call zero()
   int64_t num_slots() const { return num_slots_; }
   int64_t floats_per_slot() const { return floats_per_slot_; }
   size_t bytes_per_slot() const { return static_cast<size_t>(floats_per_slot_) * sizeof(float); }
@@ -24,7 +25,9 @@ class StatePool {
 
  private:
   int64_t floats_per_slot_, num_slots_;
-  std::vector<float> data_;
+  // Uninitialised until a slot is zeroed or copied into: a large pool (a Zen6 state is ~150 MiB
+  // per sequence) commits memory only for the slots in use.
+  std::unique_ptr<float[]> data_;
 };
 
 // f32 values per sequence a config's recurrent layers need (0 for models without them).
