@@ -22,8 +22,8 @@ namespace zen {
 
 struct EngineOptions {
   KvDType kv_dtype = KvDType::F32;
-  int64_t kv_memory_bytes = 0;         // 0: kv_memory_fraction of the free RAM
-  double kv_memory_fraction = 0.5;
+  int64_t kv_memory_bytes = 0;         // 0: kv_memory_fraction of the available RAM
+  double kv_memory_fraction = 0.25;    // (pages are committed only as the cache fills)
   int64_t block_size = KvPool::kDefaultBlockSize;
   int64_t context_window = 0;          // 0: the model's max_position_embeddings
   int64_t max_num_seqs = 64;           // running sequences per step
@@ -114,6 +114,9 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   int64_t context_window() const;
   int64_t kv_capacity_tokens() const;  // blocks x block size
+  // The start-up summary vLLM users expect: KV cache size in tokens and bytes, and the
+  // maximum concurrency at the full context window (plus recurrent-state memory for hybrids).
+  std::string describe() const;
   Model& model() { return model_; }
 
  private:

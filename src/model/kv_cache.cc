@@ -77,8 +77,8 @@ KvPool::KvPool(const ModelConfig& cfg, int64_t num_blocks, KvDType dtype, int64_
   if (block_size <= 0) fail("KV block size must be positive, got ", block_size);
   const size_t total = static_cast<size_t>(layers_) * static_cast<size_t>(num_blocks_) *
                        static_cast<size_t>(block_size_) * static_cast<size_t>(row_) * kv_dtype_bytes(dtype);
-  k_.resize(total);
-  v_.resize(total);
+  k_.reset(new uint8_t[total]);
+  v_.reset(new uint8_t[total]);
 }
 
 size_t KvPool::bytes_per_token(const ModelConfig& cfg, KvDType dtype) {

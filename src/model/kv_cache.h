@@ -60,7 +60,9 @@ class KvPool {
   int64_t num_blocks_, block_size_, layers_;
   int64_t head_dim_;
   int64_t row_;  // kv_heads * head_dim elements
-  std::vector<uint8_t> k_, v_;
+  // Left uninitialised: large allocations are mapped lazily, so a big pool costs resident
+  // memory only as sequences fill it (attention never reads a slot before it is stored).
+  std::unique_ptr<uint8_t[]> k_, v_;
 };
 
 // One sequence: a private pool with capacity tokens, blocks 0, 1, 2, ... in order, and, for

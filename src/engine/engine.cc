@@ -1,0 +1,362 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "engine/block_manager.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "engine/state_cache.h"
+
+namespace zen {
+namespace {
+
+constexpr int64_t kGatedDeltaNetChunk = 64;  // hybrid prefill steps end on these boundaries
+
+int64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return int64_t{4} << 30;
+}
+
+int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o) {
+  const auto block_bytes = static_cast<int64_t>(KvPool::bytes_per_token(cfg, o.kv_dtype)) * o.block_size;
+  if (block_bytes == 0) return 1;  // no attention layer keeps KV
+  int64_t budget = o.kv_memory_bytes;
+  if (budget <= 0) {
+    if (!(o.kv_memory_fraction > 0 && o.kv_memory_fraction <= 1))
+      fail("--kv-memory-fraction must be in (0, 1], got ", o.kv_memory_fraction);
+    budget = static_cast<int64_t>(static_cast<double>(available_memory_bytes()) * o.kv_memory_fraction);
+  }
+  const int64_t blocks = budget / block_bytes;
+  if (blocks < 1) fail("--kv-memory ", budget, " bytes holds no KV block of ", block_bytes, " bytes");
+  return blocks;
+}
+
+// log-softmax of the raw logits, for logprobs (before penalties or temperature).
+GeneratedToken with_logprobs(const float* logits, int64_t vocab, int32_t token, int32_t top) {
+  GeneratedToken g;
+  g.token = token;
+  const float max_logit = *std::max_element(logits, logits + vocab);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  const auto log_z = static_cast<float>(std::log(sum)) + max_logit;
+  g.logprob = logits[token] - log_z;
+  if (top > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(vocab));
+    for (int32_t i = 0; i < static_cast<int32_t>(vocab); ++i) ids[static_cast<size_t>(i)] = i;
+    const auto k = static_cast<size_t>(std::min<int64_t>(top, vocab));
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    for (size_t i = 0; i < k; ++i) g.top.push_back({ids[i], logits[ids[i]] - log_z});
+  }
+  return g;
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  Impl(Model& model, const EngineOptions& o)
+      : cfg(model.config()),
+        kv(cfg, kv_blocks(cfg, o), o.kv_dtype, o.block_size),
+        blocks(kv.num_blocks(), o.block_size, o.prefix_cache),
+        states(recurrent_state_floats(cfg) > 0
+                   ? std::make_unique<StateCache>(recurrent_state_floats(cfg), o.max_num_seqs, o.state_snapshot_slots)
+                   : nullptr),
+        scheduler(SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, states ? kGatedDeltaNetChunk : 0}, blocks,
+                  states.get()),
+        runner(model, kv, states ? &states->pool() : nullptr) {}
+
+  const ModelConfig& cfg;
+  KvPool kv;
+  BlockManager blocks;
+  std::unique_ptr<StateCache> states;
+  Scheduler scheduler;
+  ModelRunner runner;
+  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs;  // engine thread only
+
+  mutable std::mutex mu;  // guards everything below
+  std::condition_variable wake;
+  std::vector<std::unique_ptr<Sequence>> incoming;
+  std::vector<uint64_t> aborts;
+  uint64_t next_id = 1;
+  bool stopping = false;
+  EngineStats stats;
+  std::thread thread;
+  std::mutex step_mu;  // one step at a time (background thread or caller)
+};
+
+Engine::Engine(Model& model, const EngineOptions& options) : model_(model), options_(options) {
+  if (options_.block_size <= 0) fail("block size must be positive, got ", options_.block_size);
+  if (options_.context_window <= 0) options_.context_window = model.config().max_position_embeddings;
+  if (options_.context_window <= 0) fail("the model states no context length; pass --context-window");
+  impl_ = std::make_unique<Impl>(model, options_);
+  const int64_t longest = impl_->blocks.num_blocks() * options_.block_size;
+  if (impl_->kv.bytes_per_token() > 0 && options_.context_window > longest) options_.context_window = longest;
+  impl_->stats.kv_blocks_total = impl_->blocks.num_blocks();
+  impl_->stats.kv_block_size = options_.block_size;
+}
+
+Engine::~Engine() { stop(); }
+
+int64_t Engine::context_window() const { return options_.context_window; }
+int64_t Engine::kv_capacity_tokens() const { return impl_->blocks.num_blocks() * options_.block_size; }
+
+std::string Engine::describe() const {
+  std::ostringstream s;
+  const double gib = static_cast<double>(impl_->kv.bytes_per_block()) * static_cast<double>(impl_->kv.num_blocks()) /
+                     static_cast<double>(int64_t{1} << 30);
+  s.setf(std::ios::fixed);
+  s.precision(2);
+  s << "KV cache: " << kv_capacity_tokens() << " tokens (" << impl_->kv.num_blocks() << " blocks of "
+    << options_.block_size << ", " << kv_dtype_name(impl_->kv.dtype()) << ", " << gib << " GiB)\n"
+    << "Maximum concurrency for " << context_window() << " tokens per request: "
+    << static_cast<double>(kv_capacity_tokens()) / static_cast<double>(context_window()) << "x";
+  if (impl_->states) {
+    const StatePool& p = impl_->states->pool();
+    s << "\nRecurrent state: " << p.bytes_per_slot() << " bytes per sequence, " << p.num_slots() << " slots ("
+      << options_.state_snapshot_slots << " for prefix snapshots)";
+  }
+  return s.str();
+}
+
+AddResult Engine::add(std::vector<int32_t> prompt, const RequestParams& params, Callback on_update) {
+  AddResult r;
+  const int64_t vocab = model_.config().vocab_size;
+  const auto n = static_cast<int64_t>(prompt.size());
+  try {
+    params.sampling.validate();
+  } catch (const Error& e) {
+    return {AddStatus::Invalid, 0, e.what()};
+  }
+  if (n == 0) return {AddStatus::Invalid, 0, "the prompt is empty"};
+  for (int32_t t : prompt)
+    if (t < 0 || t >= vocab)
+      return {AddStatus::Invalid, 0, "token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                         std::to_string(vocab) + ")"};
+  if (params.max_tokens < 1) return {AddStatus::Invalid, 0, "max_tokens must be at least 1"};
+  if (params.top_logprobs > 20) return {AddStatus::Invalid, 0, "top_logprobs must be at most 20"};
+  if (n + params.max_tokens > context_window())
+    return {AddStatus::TooLong, 0,
+            "prompt " + std::to_string(n) + " tokens + max_tokens " + std::to_string(params.max_tokens) +
+                " exceeds the context window of " + std::to_string(context_window()) + " tokens"};
+
+  auto seq = std::make_unique<Sequence>();
+  seq->tokens = std::move(prompt);
+  seq->prompt_len = n;
+  seq->params = params;
+  seq->sampler = std::make_unique<Sampler>(params.sampling, seq->tokens);
+  seq->on_update = std::move(on_update);
+  seq->arrival = Sequence::Clock::now();
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->stopping) return {AddStatus::Stopped, 0, "the engine is shutting down"};
+    if (impl_->stats.waiting + static_cast<int64_t>(impl_->incoming.size()) >= options_.max_waiting)
+      return {AddStatus::QueueFull, 0, "the request queue is full (" + std::to_string(options_.max_waiting) + " waiting)"};
+    seq->id = impl_->next_id++;
+    r.id = seq->id;
+    impl_->incoming.push_back(std::move(seq));
+  }
+  impl_->wake.notify_one();
+  return r;
+}
+
+void Engine::abort(uint64_t id) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->aborts.push_back(id);
+  }
+  impl_->wake.notify_one();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stats;
+}
+
+namespace {
+
+void send(Sequence& seq, RequestUpdate& u) {
+  u.id = seq.id;
+  u.prompt_tokens = seq.prompt_len;
+  u.cached_prompt_tokens = seq.cached_prompt;
+  u.completion_tokens = seq.generated();
+  u.first_token_seconds = std::max(0.0, seq.first_token_seconds);
+  if (seq.on_update) seq.on_update(u);
+}
+
+}  // namespace
+
+bool Engine::step() {
+  std::lock_guard step_lock(impl_->step_mu);
+  Impl& m = *impl_;
+  std::vector<std::unique_ptr<Sequence>> incoming;
+  std::vector<uint64_t> aborts;
+  {
+    std::lock_guard lock(m.mu);
+    incoming.swap(m.incoming);
+    aborts.swap(m.aborts);
+  }
+  for (auto& seq : incoming) {
+    m.scheduler.add(seq.get());
+    m.seqs[seq->id] = std::move(seq);
+  }
+  int64_t finished[4] = {0, 0, 0, 0};  // stop, length, abort, error
+  auto finish = [&](Sequence& seq, const std::string& reason, RequestUpdate u, const std::string& error = "") {
+    m.scheduler.remove(&seq);
+    u.finished = true;
+    u.finish_reason = reason;
+    u.error = error;
+    send(seq, u);
+    finished[reason == "stop" ? 0 : reason == "length" ? 1 : reason == "abort" ? 2 : 3]++;
+    m.seqs.erase(seq.id);
+  };
+  for (uint64_t id : aborts)
+    if (auto it = m.seqs.find(id); it != m.seqs.end()) finish(*it->second, "abort", {});
+
+  const std::vector<ScheduledSeq> plan = m.scheduler.schedule();
+  int64_t generated = 0, prompt_tokens = 0, cached = 0;
+  if (!plan.empty()) {
+    float* logits = nullptr;
+    std::string error;
+    try {
+      logits = m.runner.run(plan);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const int64_t vocab = model_.config().vocab_size;
+    const int64_t bs = options_.block_size;
+    for (size_t i = 0; i < plan.size(); ++i) {
+      Sequence& seq = *plan[i].seq;
+      if (!error.empty()) {
+        finish(seq, "error", {}, error);
+        continue;
+      }
+      seq.computed += plan[i].n_tokens;
+      // Full blocks become findable by later requests.
+      while (static_cast<int64_t>(seq.block_hashes.size() + 1) * bs <= seq.computed) {
+        const size_t b = seq.block_hashes.size();
+        const uint64_t parent = b == 0 ? 0 : seq.block_hashes.back();
+        const auto block_tokens = std::span<const int32_t>(seq.tokens).subspan(b * static_cast<size_t>(bs), static_cast<size_t>(bs));
+        seq.block_hashes.push_back(m.blocks.register_full(seq.blocks[b], parent, block_tokens));
+      }
+      if (m.states && seq.computed % kGatedDeltaNetChunk == 0 && seq.computed % bs == 0 && options_.prefix_cache)
+        m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(seq.computed / bs - 1)], seq.state_slot);
+      if (seq.uncomputed() > 0) continue;  // prefill continues next step
+
+      float* row = logits + (m.runner.first_row(i) + (plan[i].all_logits ? plan[i].n_tokens - 1 : 0)) * vocab;
+      GeneratedToken g;
+      if (seq.params.top_logprobs >= 0) {
+        // Logprobs come from the raw distribution; sample from a copy that penalties may edit.
+        std::vector<float> scratch(row, row + vocab);
+        const int32_t token = seq.sampler->sample(scratch.data(), vocab);
+        g = with_logprobs(row, vocab, token, seq.params.top_logprobs);
+      } else {
+        g.token = seq.sampler->sample(row, vocab);
+      }
+      seq.sampler->accept(g.token);
+      seq.tokens.push_back(g.token);
+      if (seq.first_token_seconds < 0) {
+        seq.first_token_seconds = std::chrono::duration<double>(Sequence::Clock::now() - seq.arrival).count();
+        prompt_tokens += seq.prompt_len;
+        cached += seq.cached_prompt;
+      }
+      ++generated;
+      RequestUpdate u;
+      u.tokens.push_back(std::move(g));
+      const int32_t t = seq.tokens.back();
+      const auto& eos = model_.config().eos_token_ids;
+      const bool is_stop = std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), t) !=
+                               seq.params.stop_token_ids.end() ||
+                           (!seq.params.ignore_eos && std::find(eos.begin(), eos.end(), t) != eos.end());
+      if (is_stop) finish(seq, "stop", std::move(u));
+      else if (seq.generated() >= seq.params.max_tokens ||
+               static_cast<int64_t>(seq.tokens.size()) >= context_window())
+        finish(seq, "length", std::move(u));
+      else send(seq, u);
+    }
+  }
+  {
+    std::lock_guard lock(m.mu);
+    EngineStats& s = m.stats;
+    s.running = m.scheduler.num_running();
+    s.waiting = m.scheduler.num_waiting();
+    s.kv_blocks_used = m.blocks.num_used();
+    s.prompt_tokens += prompt_tokens;
+    s.cached_prompt_tokens += cached;
+    s.generated_tokens += generated;
+    s.preemptions = m.scheduler.preemptions();
+    s.steps += plan.empty() ? 0 : 1;
+    s.finished_stop += finished[0];
+    s.finished_length += finished[1];
+    s.finished_abort += finished[2];
+    s.finished_error += finished[3];
+  }
+  return !plan.empty() || !incoming.empty() || !aborts.empty();
+}
+
+void Engine::run_until_idle() {
+  while (true) {
+    {
+      std::lock_guard lock(impl_->mu);
+      if (impl_->incoming.empty() && impl_->aborts.empty() && impl_->scheduler.idle()) return;
+    }
+    step();
+  }
+}
+
+void Engine::start() {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->thread.joinable()) return;
+  impl_->stopping = false;
+  impl_->thread = std::thread([this] {
+    while (true) {
+      const bool worked = step();
+      std::unique_lock lock(impl_->mu);
+      if (impl_->stopping) return;
+      if (!worked && impl_->scheduler.idle())
+        impl_->wake.wait(lock, [this] { return impl_->stopping || !impl_->incoming.empty() || !impl_->aborts.empty(); });
+    }
+  });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  // Whatever is left finishes with "abort", so no caller waits forever.
+  std::lock_guard step_lock(impl_->step_mu);
+  Impl& m = *impl_;
+  std::vector<std::unique_ptr<Sequence>> incoming;
+  {
+    std::lock_guard lock(m.mu);
+    incoming.swap(m.incoming);
+    m.aborts.clear();
+  }
+  for (auto& seq : incoming) m.seqs[seq->id] = std::move(seq);
+  for (auto& [id, seq] : m.seqs) {
+    m.scheduler.remove(seq.get());
+    RequestUpdate u;
+    u.finished = true;
+    u.finish_reason = "abort";
+    send(*seq, u);
+  }
+  m.seqs.clear();
+  std::lock_guard lock(m.mu);
+  m.stats.running = m.stats.waiting = 0;
+  m.stats.kv_blocks_used = m.blocks.num_used();
+}
+
+}  // namespace zen

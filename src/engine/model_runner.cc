@@ -1,0 +1,32 @@
+#include "engine/model_runner.h"
+
+namespace zen {
+
+float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
+  slices_.clear();
+  first_row_.clear();
+  int64_t rows = 0;
+  for (const ScheduledSeq& s : plan) {
+    const Sequence& seq = *s.seq;
+    SeqSlice slice;
+    slice.tokens = std::span<const int32_t>(seq.tokens).subspan(static_cast<size_t>(seq.computed),
+                                                                 static_cast<size_t>(s.n_tokens));
+    slice.pos = seq.computed;
+    slice.blocks = seq.blocks;
+    slice.state_slot = seq.state_slot;
+    slice.all_logits = s.all_logits;
+    slices_.push_back(slice);
+    first_row_.push_back(rows);
+    rows += s.all_logits ? s.n_tokens : 1;
+  }
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  if (logits_.size() < static_cast<size_t>(rows) * vocab) logits_.resize(static_cast<size_t>(rows) * vocab);
+  ForwardBatch batch;
+  batch.kv = &kv_;
+  batch.states = states_;
+  batch.seqs = slices_;
+  model_.forward(batch, logits_.data());
+  return logits_.data();
+}
+
+}  // namespace zen

@@ -1,0 +1,29 @@
+// Turns a scheduled step into one batched forward: a SeqSlice per sequence (its new tokens,
+// position, block table, state slot) and one logits row per sequence (its last token).
+#pragma once
+#include <span>
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "model/model.h"
+
+namespace zen {
+
+class ModelRunner {
+ public:
+  ModelRunner(Model& model, KvPool& kv, StatePool* states) : model_(model), kv_(kv), states_(states) {}
+  // Returns logits [rows, vocab]: one row per plan entry (its last new token), or n_tokens
+  // rows for entries with all_logits; first_row(i) says where plan[i]'s rows start.
+  float* run(std::span<const ScheduledSeq> plan);
+  int64_t first_row(size_t i) const { return first_row_[i]; }
+
+ private:
+  Model& model_;
+  KvPool& kv_;
+  StatePool* states_;
+  std::vector<SeqSlice> slices_;
+  std::vector<int64_t> first_row_;
+  std::vector<float> logits_;
+};
+
+}  // namespace zen

@@ -1,0 +1,136 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace zen {
+
+Scheduler::Scheduler(const SchedulerConfig& config, BlockManager& blocks, StateCache* states)
+    : config_(config), blocks_(blocks), states_(states) {
+  if (config.max_num_seqs <= 0) fail("--max-num-seqs must be positive, got ", config.max_num_seqs);
+  if (config.max_num_batched_tokens <= 0)
+    fail("--max-num-batched-tokens must be positive, got ", config.max_num_batched_tokens);
+  if (config.state_align > 0 && config.max_num_batched_tokens < config.state_align)
+    fail("--max-num-batched-tokens must be at least ", config.state_align, " for hybrid models, got ",
+         config.max_num_batched_tokens);
+}
+
+int64_t Scheduler::chunk_for(const Sequence& seq, int64_t budget) const {
+  int64_t n = std::min(seq.uncomputed(), budget);
+  const int64_t align = config_.state_align;
+  if (align == 0 || seq.uncomputed() <= 1 || n <= 0) return std::max<int64_t>(n, 0);
+  const auto total = static_cast<int64_t>(seq.tokens.size());
+  int64_t end = seq.computed + n;
+  const int64_t last_boundary = ((total - 1) / align) * align;  // a snapshot is taken here
+  if (seq.computed < last_boundary) end = std::min(end, last_boundary);
+  if (end < total) end = (end / align) * align;
+  return std::max<int64_t>(end - seq.computed, 0);
+}
+
+bool Scheduler::admit(Sequence* seq, int64_t budget, std::vector<ScheduledSeq>& out) {
+  if (num_running() >= config_.max_num_seqs) return false;
+  const int64_t bs = blocks_.block_size();
+  const auto total = static_cast<int64_t>(seq->tokens.size());
+  const BlockManager::PrefixMatch match = blocks_.match_prefix(seq->tokens);
+  // At least one token must run to produce logits.
+  int64_t cached = std::min(static_cast<int64_t>(match.blocks.size()) * bs, ((total - 1) / bs) * bs);
+  if (states_ != nullptr) {  // hybrid: only where a state snapshot exists
+    const int64_t align = std::max(config_.state_align, bs);
+    cached = (cached / align) * align;
+    while (cached > 0 && !states_->has_snapshot(match.hashes[static_cast<size_t>(cached / bs - 1)])) cached -= align;
+  }
+  const auto n_cached_blocks = static_cast<size_t>(cached / bs);
+
+  // Plan the first chunk from the cached position.
+  const int64_t saved_computed = seq->computed;
+  seq->computed = cached;
+  const int64_t n = chunk_for(*seq, budget);
+  seq->computed = saved_computed;
+  if (n == 0) return false;
+  int64_t reclaimed = 0;  // matched blocks sitting in the free list stop being free
+  for (size_t i = 0; i < n_cached_blocks; ++i) reclaimed += blocks_.ref_count(match.blocks[i]) == 0 ? 1 : 0;
+  const int64_t new_blocks = blocks_.blocks_for(cached + n) - static_cast<int64_t>(n_cached_blocks);
+  if (new_blocks > blocks_.num_free() - reclaimed) return false;
+  int32_t slot = -1;
+  if (states_ != nullptr && (slot = states_->allocate()) < 0) return false;
+
+  seq->blocks.assign(match.blocks.begin(), match.blocks.begin() + static_cast<std::ptrdiff_t>(n_cached_blocks));
+  blocks_.acquire(seq->blocks);
+  seq->block_hashes.assign(match.hashes.begin(), match.hashes.begin() + static_cast<std::ptrdiff_t>(n_cached_blocks));
+  seq->computed = cached;
+  ZEN_CHECK(blocks_.grow(seq->blocks, cached + n), "planned blocks vanished");
+  seq->state_slot = slot;
+  if (slot >= 0 && cached > 0)
+    ZEN_CHECK(states_->restore_snapshot(seq->block_hashes.back(), slot), "planned snapshot vanished");
+  if (!seq->admitted_once) {
+    seq->cached_prompt = std::min(cached, seq->prompt_len);
+    seq->admitted_once = true;
+  }
+  seq->status = SeqStatus::Running;
+  running_.push_back(seq);
+  out.push_back({seq, n});
+  return true;
+}
+
+std::vector<ScheduledSeq> Scheduler::schedule() {
+  std::vector<ScheduledSeq> out;
+  int64_t budget = config_.max_num_batched_tokens;
+  bool preempted = false;
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence* seq = running_[i];
+    const int64_t n = chunk_for(*seq, budget);
+    if (n == 0) continue;
+    while (!blocks_.grow(seq->blocks, seq->computed + n)) {
+      Sequence* victim = running_.back();  // newest first
+      preempt(victim);
+      preempted = true;
+      if (victim == seq) break;
+    }
+    if (seq->status != SeqStatus::Running) break;  // it was the newest and gave way
+    out.push_back({seq, n});
+    budget -= n;
+  }
+  if (preempted) return out;  // no admissions while the pool is short
+  while (!waiting_.empty() && budget > 0) {
+    if (!admit(waiting_.front(), budget, out)) break;
+    waiting_.pop_front();
+    budget -= out.back().n_tokens;
+  }
+  return out;
+}
+
+void Scheduler::free_resources(Sequence* seq) {
+  blocks_.release(seq->blocks);
+  seq->block_hashes.clear();
+  if (states_ != nullptr) states_->release(seq->state_slot);
+  seq->state_slot = -1;
+  seq->computed = 0;
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  free_resources(seq);
+  seq->status = SeqStatus::Waiting;
+  waiting_.push_front(seq);
+  ++preemptions_;
+}
+
+void Scheduler::rollback(Sequence* seq, int64_t keep_tokens) {
+  ZEN_CHECK(keep_tokens >= seq->prompt_len && keep_tokens <= static_cast<int64_t>(seq->tokens.size()),
+            "rollback to ", keep_tokens, " tokens of ", seq->tokens.size(), " (prompt ", seq->prompt_len, ")");
+  seq->tokens.resize(static_cast<size_t>(keep_tokens));
+  seq->computed = std::min(seq->computed, keep_tokens);
+  blocks_.shrink(seq->blocks, std::max<int64_t>(keep_tokens, 1));
+  const auto full = static_cast<size_t>(seq->computed / blocks_.block_size());
+  if (seq->block_hashes.size() > full) seq->block_hashes.resize(full);
+}
+
+void Scheduler::remove(Sequence* seq) {
+  if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) running_.erase(it);
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), seq); it != waiting_.end()) waiting_.erase(it);
+  free_resources(seq);
+  seq->status = SeqStatus::Finished;
+}
+
+}  // namespace zen
