@@ -7,6 +7,7 @@ OutputStream::OutputStream(const Tokenizer& tok, OutputOptions options)
   if (options.parse_reasoning) reasoning_.emplace(options.starts_in_reasoning);
   if (options.tool_format) {
     tools_.emplace(*options.tool_format, std::move(options.tools));
+    tools_->accept_bare_json_calls(*options.tool_format == ToolCallFormat::Hermes && options.tool_prefill.empty());
     ToolParse p = tools_->push(options.tool_prefill);
     primed_.content = std::move(p.content);
     primed_.tool_calls = std::move(p.calls);

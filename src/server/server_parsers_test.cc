@@ -142,8 +142,10 @@ struct ToolRun {
   std::vector<Call> calls;
 };
 
-ToolRun run_tools(ToolCallFormat format, const std::vector<std::string>& pieces, json tools = json()) {
+ToolRun run_tools(ToolCallFormat format, const std::vector<std::string>& pieces, json tools = json(),
+                  bool bare_json = false) {
   ToolCallParser parser(format, std::move(tools));
+  parser.accept_bare_json_calls(bare_json);
   ToolRun run;
   auto take = [&](ToolParse p) {
     run.content += p.content;
@@ -242,6 +244,25 @@ TEST(ToolParser, TextWithoutCallsIsContentAtEveryBoundary) {
       EXPECT_EQ(r.content, text);
       EXPECT_TRUE(r.calls.empty());
     }
+}
+
+TEST(ToolParser, BareJsonCallOfAKnownToolAtEveryByteBoundary) {
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather"}}])");
+  const std::string text = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}";
+  for (const auto& pieces : splits_of(text)) {
+    const ToolRun r = run_tools(ToolCallFormat::Hermes, pieces, tools, true);
+    EXPECT_EQ(r.content, "");
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(json::parse(r.calls[0].arguments), json({{"city", "Paris"}}));
+  }
+  // Unknown tool names and other JSON stay content; so does everything with bare JSON off.
+  const std::string other = "{\"name\": \"nope\", \"arguments\": {}}";
+  EXPECT_EQ(run_tools(ToolCallFormat::Hermes, {other}, tools, true).content, other);
+  EXPECT_EQ(run_tools(ToolCallFormat::Hermes, {"{\"a\": 1} and text"}, tools, true).content, "{\"a\": 1} and text");
+  EXPECT_EQ(run_tools(ToolCallFormat::Hermes, {text}, tools, false).content, text);
+  const ToolRun tagged = run_tools(ToolCallFormat::Hermes, {"{x} <tool_call>\n", text, "\n</tool_call>"}, tools, true);
+  EXPECT_EQ(tagged.content, "{x} ");
+  EXPECT_EQ(tagged.calls.size(), 1u);
 }
 
 TEST(ToolParser, DetectsTheTemplatesFormat) {

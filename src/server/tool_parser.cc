@@ -50,6 +50,27 @@ ToolCallParser::ToolCallParser(ToolCallFormat format, json tools) : format_(form
 
 ToolParse ToolCallParser::push(std::string_view text) {
   ToolParse out;
+  if (bare_json_ok_ && !seen_text_ && !inside_ && calls_started_ == 0) {
+    bare_.append(text);
+    const size_t first = bare_.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) return out;
+    seen_text_ = true;
+    bare_json_ = bare_[first] == '{';
+    if (!bare_json_) {
+      text = "";
+      held_ = std::move(bare_);
+      bare_.clear();
+    } else {
+      return out;
+    }
+  } else if (bare_json_) {
+    bare_.append(text);
+    if (bare_.find(kOpen) == std::string::npos) return out;
+    bare_json_ = false;  // tags after all: parse the held text the usual way
+    held_ = std::move(bare_);
+    bare_.clear();
+    text = "";
+  }
   (inside_ ? body_ : held_).append(text);
   for (;;) {
     if (!inside_) {
@@ -86,6 +107,11 @@ ToolParse ToolCallParser::push(std::string_view text) {
 
 ToolParse ToolCallParser::flush() {
   ToolParse out;
+  if (bare_json_ && bare_json_call(out)) return out;
+  if (!bare_.empty()) {
+    held_ = std::move(bare_) + held_;
+    bare_.clear();
+  }
   if (inside_) {
     parse_body(true, out);
     inside_ = false;
@@ -95,6 +121,22 @@ ToolParse ToolCallParser::flush() {
   held_.clear();
   pending_space_.clear();  // trailing whitespace after a call is not content
   return out;
+}
+
+bool ToolCallParser::bare_json_call(ToolParse& out) {
+  json call = json::parse(bare_, nullptr, /*allow_exceptions=*/false);
+  if (!call.is_object() || !call.contains("name") || !call["name"].is_string() || !tools_.is_array()) return false;
+  const std::string name = call["name"].get<std::string>();
+  bool known = false;
+  for (const json& t : tools_)
+    known = known || (t.is_object() && t.contains("function") && t["function"].is_object() &&
+                      t["function"].value("name", json()) == name);
+  if (!known) return false;
+  const json args = call.value("arguments", json::object());
+  out.calls.push_back({calls_started_++, name, args.is_string() ? args.get<std::string>() : dump(args)});
+  bare_.clear();
+  bare_json_ = false;
+  return true;
 }
 
 void ToolCallParser::emit_content(std::string text, ToolParse& out) {
@@ -127,6 +169,7 @@ void ToolCallParser::parse_hermes(ToolParse& out) {
     out.calls.push_back({calls_started_++, call["name"].get<std::string>(), args.is_string() ? args.get<std::string>() : dump(args)});
     return;
   }
+  if (all_space(body_)) return;  // an empty call (a forced opening the model closed at once)
   // Not a call we understand: the client sees the text as the model wrote it.
   emit_content(std::string(kOpen) + body_ + std::string(kClose), out);
 }

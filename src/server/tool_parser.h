@@ -43,6 +43,11 @@ class ToolCallParser {
   ToolParse flush();  // end of stream: an unfinished call is closed or returned as content
   int calls_started() const { return calls_started_; }
 
+  // Small models (Qwen2.5-Coder-0.5B) often answer a hermes tool prompt with the bare JSON
+  // object and no tags. With this on, a response that starts with "{" is held to its end and
+  // becomes a call when it is {"name": <a tool of the request>, "arguments": {...}}.
+  void accept_bare_json_calls(bool on) { bare_json_ok_ = on; }
+
  private:
   // Inside a call: consume what body_ allows; `closed` tells that </tool_call> ended it.
   void parse_body(bool closed, ToolParse& out);
@@ -62,6 +67,11 @@ class ToolCallParser {
   bool args_closed_ = false;    // xml: "}" sent
   int calls_started_ = 0;
   std::string pending_space_;   // whitespace after a call, emitted only if text follows
+  bool bare_json_ok_ = false;
+  bool seen_text_ = false;      // a non-space byte arrived (the bare-JSON decision is made)
+  bool bare_json_ = false;      // holding a response that starts with "{"
+  std::string bare_;            // the held response
+  bool bare_json_call(ToolParse& out);
 };
 
 }  // namespace zen::server
