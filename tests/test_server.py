@@ -209,18 +209,78 @@ def test_thinking_switch_reaches_the_template(zen_server):
         assert getattr(r.choices[0].message, "reasoning_content", None) is None
 
 
-def test_reasoning_parser_with_an_opened_think_block():
-    # With --reasoning-parser qwen3, output that follows a prompt ending in "<think>" is
-    # reasoning until "</think>". A completions-style chat prefix produces that prompt.
+def reasoning_and_content(client, stream, **kw):
+    if not stream:
+        m = client.chat.completions.create(**kw).choices[0].message
+        return getattr(m, "reasoning_content", None) or "", m.content or ""
+    reasoning, content = "", ""
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        for c in chunk.choices:
+            reasoning += getattr(c.delta, "reasoning_content", None) or ""
+            content += c.delta.content or ""
+    return reasoning, content
+
+
+def test_reasoning_parser_splits_think_blocks():
+    # The default model does not think, so the test opens the block itself: the assistant
+    # turn is continued from "<think>\n..." (continue_final_message), and with
+    # --reasoning-parser qwen3 what follows is reasoning until "</think>".
     server = ZenServer("--reasoning-parser", "qwen3")
     try:
         client = server.client()
-        messages = [{"role": "user", "content": "What is 2+2? Think first."}]
-        kw = dict(model=server.model, messages=messages, max_tokens=12, **greedy(),
-                  extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+        question = {"role": "user", "content": "What is 17 * 23? Think step by step."}
+        kw = dict(model=server.model, max_tokens=16, **greedy(),
+                  messages=[question, {"role": "assistant", "content": "<think>\nFirst,"}],
+                  extra_body={"continue_final_message": True, "add_generation_prompt": False,
+                              "chat_template_kwargs": {"enable_thinking": True}})
+        reasoning, content = reasoning_and_content(client, False, **kw)
+        assert reasoning and "</think>" not in reasoning and "<think>" not in reasoning
+        assert (reasoning, content) == reasoning_and_content(client, True, **kw)
+        # A closed block: the answer after it is content, the block is reasoning.
+        kw["messages"] = [question, {"role": "assistant", "content": "<think>\n17 * 23 = 391\n</think>\n\nThe answer"}]
+        reasoning, content = reasoning_and_content(client, False, **kw)
+        assert reasoning == "" and content  # the prompt closed the block: all content
+        # enable_thinking off, no block: all content, nothing in reasoning.
+        off = dict(model=server.model, max_tokens=8, **greedy(), messages=[question],
+                   extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        assert reasoning_and_content(client, False, **off)[0] == ""
+    finally:
+        server.stop()
+
+
+def test_tool_round_trip_qwen3_xml():
+    # The default model's template teaches hermes; a few-shot turn in the xml format and
+    # tool_choice "required" make it write qwen3_xml, which --tool-call-parser qwen3_xml parses.
+    server = ZenServer("--tool-call-parser", "qwen3_xml")
+    try:
+        client = server.client()
+        messages = [
+            {"role": "system", "content": "You call tools by writing exactly this format:\n<tool_call>\n<function=NAME>\n"
+                                          "<parameter=ARGUMENT>\nVALUE\n</parameter>\n</function>\n</tool_call>"},
+            {"role": "user", "content": "What is the weather like in London?"},
+            {"role": "assistant", "content": "<tool_call>\n<function=get_weather>\n<parameter=city>\nLondon\n"
+                                             "</parameter>\n</function>\n</tool_call>"},
+            {"role": "tool", "content": "{\"temperature_c\": 12}"},
+            {"role": "assistant", "content": "It is 12 degrees Celsius in London."},
+            {"role": "user", "content": "What is the weather like in Paris?"}]
+        kw = dict(model=server.model, messages=messages, tools=[WEATHER_TOOL], tool_choice="required",
+                  max_tokens=60, **greedy())
         r = client.chat.completions.create(**kw)
-        assert r.choices[0].message.content  # no <think> from this model: all content
-        assert getattr(r.choices[0].message, "reasoning_content", None) is None
+        assert r.choices[0].finish_reason == "tool_calls"
+        call = r.choices[0].message.tool_calls[0]
+        assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"}
+        name, arguments = None, ""
+        for chunk in client.chat.completions.create(stream=True, **kw):
+            for c in chunk.choices:
+                for tc in c.delta.tool_calls or []:
+                    name = tc.function.name or name
+                    arguments += tc.function.arguments or ""
+        assert name == "get_weather" and json.loads(arguments) == {"city": "Paris"}
+        messages += [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                     {"role": "tool", "tool_call_id": call.id, "content": "{\"temperature_c\": 19}"}]
+        final = client.chat.completions.create(model=server.model, messages=messages, tools=[WEATHER_TOOL],
+                                               max_tokens=30, **greedy())
+        assert "19" in (final.choices[0].message.content or "")
     finally:
         server.stop()
 

@@ -36,7 +36,7 @@ BuiltPrompt PromptBuilder::chat(const GenerationRequest& r) const {
   ojson ctx = ojson::object();
   ctx["messages"] = r.messages;
   if (use_tools) ctx["tools"] = r.tools;
-  ctx["add_generation_prompt"] = true;
+  ctx["add_generation_prompt"] = r.add_generation_prompt;
   ctx["bos_token"] = tok_.bos_token();
   ctx["eos_token"] = tok_.eos_token();
   for (const auto& [key, value] : r.template_kwargs.items()) ctx[key] = value;
@@ -45,6 +45,15 @@ BuiltPrompt PromptBuilder::chat(const GenerationRequest& r) const {
     p.text = chat_template_->render(ctx);
   } catch (const Error& e) {
     throw ApiError(400, "invalid_request_error", std::string("chat template: ") + e.what(), "messages");
+  }
+  if (r.continue_final_message) {
+    // The template closes the final message ("...<|im_end|>\n"): cut right after its text.
+    const ojson& last = r.messages.back()["content"];
+    const std::string text = last.is_string() ? last.get<std::string>() : "";
+    const size_t at = text.empty() ? std::string::npos : p.text.rfind(text);
+    if (at == std::string::npos)
+      invalid_param("continue_final_message", "the chat template does not write the final message's text verbatim");
+    p.text.resize(at + text.size());
   }
   p.starts_in_reasoning = ReasoningParser::prompt_opens_reasoning(p.text);
   if (use_tools) {

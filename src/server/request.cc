@@ -283,6 +283,12 @@ GenerationRequest parse_chat_request(const ojson& body) {
   const int64_t top = f.integer("top_logprobs", 0, 0, 20);
   if (f.get("top_logprobs") != nullptr && !logprobs) invalid_param("top_logprobs", "needs 'logprobs': true");
   r.params.top_logprobs = logprobs ? static_cast<int32_t>(top) : -1;
+  r.continue_final_message = f.boolean("continue_final_message", false);
+  r.add_generation_prompt = f.boolean("add_generation_prompt", !r.continue_final_message);
+  if (r.continue_final_message && r.add_generation_prompt)
+    invalid_param("continue_final_message", "cannot be combined with add_generation_prompt");
+  if (r.continue_final_message && r.messages.back()["role"] != "assistant")
+    invalid_param("continue_final_message", "needs a final assistant message to continue");
   if (const ojson* kw = f.get("chat_template_kwargs")) {
     if (!kw->is_object()) invalid_param("chat_template_kwargs", "must be an object, got ", type_name(*kw));
     r.template_kwargs = *kw;

@@ -31,6 +31,8 @@ struct GenerationRequest {
   ToolChoice tool_choice = ToolChoice::Auto;
   std::string tool_name;              // ToolChoice::Named
   ojson template_kwargs = ojson::object();
+  bool add_generation_prompt = true;  // vLLM extensions: start a new assistant turn, or
+  bool continue_final_message = false;  // continue the final (assistant) message's text
   // completions
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;    // when the prompt was given as token ids

@@ -73,6 +73,9 @@ TEST(ServerRequest, NamesTheOffendingParameter) {
   EXPECT_EQ(rejected_param(R"({"messages": [{"role": "user"}]})"), "messages[0].content");
   EXPECT_EQ(rejected_param(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{oops"}}]}]})"),
             "messages[0].tool_calls[].function.arguments");
+  EXPECT_EQ(rejected_param(chat_with(R"("continue_final_message": true)")), "continue_final_message");  // last is user
+  EXPECT_EQ(rejected_param(R"({"messages": [{"role": "assistant", "content": "x"}], "continue_final_message": true,
+                               "add_generation_prompt": true})"), "continue_final_message");
   EXPECT_EQ(rejected_param(R"({"prompt": 5})", false), "prompt");
   EXPECT_EQ(rejected_param(R"({"prompt": ["a", "b"]})", false), "prompt");
   EXPECT_EQ(rejected_param(R"({"prompt": [1, -2]})", false), "prompt");
