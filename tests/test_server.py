@@ -359,6 +359,25 @@ def test_client_disconnect_aborts_the_request(zen_server):
     assert zen_server.metric('zen_requests_total{outcome="abort"}') > aborted_before
 
 
+def test_non_streaming_client_disconnect_aborts_too(zen_server):
+    # A non-streaming request gets whitespace keep-alives before its JSON body (valid JSON),
+    # so a vanished client shows up as a failed write and its request is aborted.
+    import socket
+    aborted_before = zen_server.metric('zen_requests_total{outcome="abort"}')
+    body = json.dumps({"model": zen_server.model, "messages": USER, "max_tokens": 2000, "ignore_eos": True}).encode()
+    sock = socket.create_connection(("127.0.0.1", zen_server.port))
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    time.sleep(1.5)
+    sock.close()
+    deadline = time.time() + 20
+    while time.time() < deadline and (zen_server.metric('zen_requests_total{outcome="abort"}') == aborted_before
+                                      or zen_server.metric("zen_num_requests_running") != 0):
+        time.sleep(0.1)
+    assert zen_server.metric('zen_requests_total{outcome="abort"}') > aborted_before
+    assert zen_server.metric("zen_num_requests_running") == 0
+
+
 def test_metrics_exposition(zen_server):
     zen_server.client().chat.completions.create(model=zen_server.model, messages=USER, max_tokens=2, **greedy())
     _, text = zen_server.raw("GET", "/metrics")

@@ -127,6 +127,7 @@ int serve_command(int argc, char** argv) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
     std::fprintf(stderr, "zen serve: signal %d, shutting down\n", sig);
+    engine.stop();  // requests in flight finish with "abort", so their streams end
     server.stop();
   });
   signal_waiter.detach();
