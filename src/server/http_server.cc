@@ -128,11 +128,16 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
   res.set_chunked_content_provider(
       r.stream ? "text/event-stream" : "application/json",
       [gen, request](size_t, httplib::DataSink& sink) {
-        const bool ok = gen->pump([&sink](const std::string& text) { return sink.write(text.data(), text.size()); },
-                                  std::chrono::milliseconds(100));
-        if (!ok) return false;
-        if (gen->done()) sink.done();
-        return true;
+        // Runs outside the handler's guard: nothing may escape into httplib's worker thread.
+        try {
+          const bool ok = gen->pump([&sink](const std::string& text) { return sink.write(text.data(), text.size()); },
+                                    std::chrono::milliseconds(100));
+          if (!ok) return false;
+          if (gen->done()) sink.done();
+          return true;
+        } catch (const std::exception&) {
+          return false;  // the connection ends; the releaser aborts the engine request
+        }
       },
       [gen](bool) {
         if (!gen->done()) gen->client_gone();

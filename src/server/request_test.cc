@@ -1,6 +1,7 @@
 // Request validation: every malformed or out-of-range field is a 400 naming the parameter.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 
 #include "server/api_error.h"
@@ -108,6 +109,45 @@ TEST(ServerRequest, CompletionPromptForms) {
   EXPECT_TRUE(ids.prompt_is_ids);
   EXPECT_EQ(ids.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(ids.params.top_logprobs, 2);
+}
+
+// Mutated bodies (byte flips, cuts, insertions of JSON punctuation) never escape as anything
+// but an ApiError: no other exception, no crash.
+TEST(ServerRequest, MutatedBodiesOnlyEverGiveApiErrors) {
+  const std::vector<std::string> seeds = {
+      chat_with(R"("temperature": 0.5, "stop": ["a"], "logprobs": true, "top_logprobs": 2, "max_tokens": 5)"),
+      R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function",
+          "function": {"name": "f", "arguments": "{\"x\": [1, 2]}"}}]}, {"role": "tool", "content": "1"}],
+          "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+          "tool_choice": "required", "chat_template_kwargs": {"enable_thinking": true}})",
+      R"({"prompt": [1, 2, 3], "echo": true, "logprobs": 3, "stream": true, "stream_options": {"include_usage": true}})"};
+  const std::string alphabet = "{}[]\",:0123456789-.eE truefalsnul\\\x80\xff";
+  std::mt19937 rng(1234);
+  int accepted = 0, rejected = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string body = seeds[static_cast<size_t>(i) % seeds.size()];
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !body.empty(); ++e) {
+      const size_t at = rng() % body.size();
+      switch (rng() % 4) {
+        case 0: body[at] = alphabet[rng() % alphabet.size()]; break;
+        case 1: body.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+        case 2: body.erase(at, 1 + rng() % 8); break;
+        default: body.resize(at); break;
+      }
+    }
+    try {
+      const ojson j = parse_json_body(body);
+      if (j.is_object() && j.contains("prompt")) parse_completion_request(j);
+      else parse_chat_request(j);
+      ++accepted;
+    } catch (const ApiError& err) {
+      EXPECT_EQ(err.status(), 400);
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 10000);
+  EXPECT_GT(accepted, 10);  // some mutations stay valid: the parser is not rejecting everything
 }
 
 }  // namespace
