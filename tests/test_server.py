@@ -7,6 +7,7 @@ import time
 import openai
 import pytest
 
+from conftest import zen
 from zen_server import ZenServer
 
 USER = [{"role": "user", "content": "Write a Python function that adds two numbers."}]
@@ -32,6 +33,18 @@ def collect_stream(stream):
             text += choice.delta.content or ""
             finish = choice.finish_reason or finish
     return text, finish, usage, chunks
+
+
+def test_serve_flags_are_checked_before_loading():
+    r = zen("serve", "--tool-call-parser", "xml")
+    assert r.returncode == 1 and "--tool-call-parser must be one of {qwen3_xml, hermes, none}" in r.stderr
+    r = zen("serve", "--kv-memory", "lots")
+    assert r.returncode == 1 and "--kv-memory expects a size" in r.stderr
+    r = zen("serve", "--port", "70000")
+    assert r.returncode == 1 and "--port must be in [0, 65535]" in r.stderr
+    r = zen("serve", "--max-model-len", "10", "--context-window", "10")
+    assert r.returncode == 1 and "not both" in r.stderr
+    assert "--served-model-name" in zen("serve", "--help").stdout
 
 
 def test_models_health_and_chat_page(zen_server):

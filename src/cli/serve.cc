@@ -72,12 +72,6 @@ int serve_command(int argc, char** argv) {
   if (!f.positional().empty()) fail("unexpected argument '", f.positional()[0], "' (the model goes in --model)");
   if (f.has("context-window") && f.has("max-model-len")) fail("give --context-window or --max-model-len, not both");
 
-  LoadOptions load;
-  load.n_threads = static_cast<int>(f.integer("threads", 0));
-  const std::string path = resolve_model_path(f.str("model"));
-  auto model = Model::load(path, load);
-  const Tokenizer& tok = *model->tokenizer();
-
   EngineOptions eo;
   eo.kv_dtype = parse_kv_cache_quant(f.str("kv-cache-quant", "auto"));
   if (f.has("kv-memory")) eo.kv_memory_bytes = parse_byte_size("kv-memory", f.str("kv-memory"));
@@ -91,10 +85,27 @@ int serve_command(int argc, char** argv) {
   if (eo.max_num_batched_tokens < 1) fail("--max-num-batched-tokens must be at least 1, got ", eo.max_num_batched_tokens);
   if (eo.max_waiting < 1) fail("--max-waiting must be at least 1, got ", eo.max_waiting);
 
-  server::ServerOptions so;
-  so.host = f.str("host", "127.0.0.1");
   const int64_t port = f.integer("port", 30000);
   if (port < 0 || port > 65535) fail("--port must be in [0, 65535], got ", port);
+
+  // SIGINT / SIGTERM are taken by one thread that stops the server; blocked here, before the
+  // model's thread pool starts, so that every thread inherits the mask. A peer that hangs up
+  // must not kill the process with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  LoadOptions load;
+  load.n_threads = static_cast<int>(f.integer("threads", 0));
+  const std::string path = resolve_model_path(f.str("model"));
+  auto model = Model::load(path, load);
+  const Tokenizer& tok = *model->tokenizer();
+
+  server::ServerOptions so;
+  so.host = f.str("host", "127.0.0.1");
   so.port = static_cast<int>(port);
   // Default name: the file's stem, or its folder's name for generic stems (models/default/model.gguf).
   const std::filesystem::path model_path = std::filesystem::weakly_canonical(path);
@@ -109,15 +120,6 @@ int serve_command(int argc, char** argv) {
   so.parse_reasoning = reasoning.empty() ? tok.chat_template().find("<think>") != std::string::npos : reasoning == "qwen3";
   const std::string tools = f.str("tool-call-parser", "");
   so.tool_format = tools.empty() ? server::detect_tool_call_format(tok.chat_template()) : server::parse_tool_call_format(tools);
-
-  // SIGINT / SIGTERM are taken by one thread (every other thread inherits the blocked mask)
-  // that stops the server; a peer that hangs up must not kill the process with SIGPIPE.
-  signal(SIGPIPE, SIG_IGN);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   Engine engine(*model, eo);
   server::Server server(engine, tok, so);
