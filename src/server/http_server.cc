@@ -91,8 +91,7 @@ void Server::Impl::check_model(const std::string& model) const {
 
 void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
   const ojson body = parse_json_body(req.body);
-  auto request = std::make_shared<GenerationRequest>(chat ? parse_chat_request(body) : parse_completion_request(body));
-  GenerationRequest& r = *request;
+  GenerationRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
   check_model(r.model);
   const BuiltPrompt prompt = chat ? prompts.chat(r) : prompts.completion(r);
   const auto n_prompt = static_cast<int64_t>(prompt.ids.size());
@@ -127,7 +126,7 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       r.stream ? "text/event-stream" : "application/json",
-      [gen, request](size_t, httplib::DataSink& sink) {
+      [gen](size_t, httplib::DataSink& sink) {
         // Runs outside the handler's guard: nothing may escape into httplib's worker thread.
         try {
           const bool ok = gen->pump([&sink](const std::string& text) { return sink.write(text.data(), text.size()); },
