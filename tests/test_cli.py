@@ -213,3 +213,58 @@ def test_inspect_quantized_checkpoint_reports_formats():
     r = zen("inspect", folder, check=True)
     assert "strict load: ok" in r.stdout
     assert "F8_E4M3" in r.stdout and "U8" in r.stdout
+
+
+ZEN6_CONFIG = ROOT / "tests" / "fixtures" / "configs" / "zen6_shaped"
+
+
+def test_inspect_config_only_zen6_shaped():
+    """A config-only folder (no weights) describes the model: parameters, KV bytes per token
+    (full-attention layers only), recurrent-state bytes per sequence. Expected numbers are
+    derived here from the config, independently of the C++ code."""
+    t = json.loads((ZEN6_CONFIG / "config.json").read_text())["text_config"]
+    r = zen("inspect", ZEN6_CONFIG, check=True)
+    layers, every = t["num_hidden_layers"], t["full_attention_interval"]
+    full = sum(1 for i in range(layers) if (i + 1) % every == 0)
+    linear = layers - full
+    kv_bytes = 2 * full * t["num_key_value_heads"] * t["head_dim"] * 4
+    key_dim = t["linear_num_key_heads"] * t["linear_key_head_dim"]
+    value_dim = t["linear_num_value_heads"] * t["linear_value_head_dim"]
+    conv_dim = 2 * key_dim + value_dim
+    state = linear * (conv_dim * (t["linear_conv_kernel_dim"] - 1) +
+                      t["linear_num_value_heads"] * t["linear_key_head_dim"] * t["linear_value_head_dim"]) * 4
+    H, V, I, hd = t["hidden_size"], t["vocab_size"], t["intermediate_size"], t["head_dim"]
+    nh, nkv, Hv = t["num_attention_heads"], t["num_key_value_heads"], t["linear_num_value_heads"]
+    attn = nh * hd * 2 * H + 2 * nkv * hd * H + H * nh * hd + 2 * hd
+    gdn = H * (conv_dim + value_dim + 2 * Hv) + conv_dim * 4 + 2 * Hv + t["linear_value_head_dim"] + value_dim * H
+    params = 2 * V * H + H + layers * (2 * H + 3 * H * I) + full * attn + linear * gdn
+    assert "format: config only (no weights)" in r.stdout
+    assert "architecture: qwen3_5" in r.stdout
+    assert f"parameters: {params} " in r.stdout
+    assert f"layer schedule: {linear} linear attention (Gated DeltaNet) + {full} full attention" in r.stdout
+    assert f"KV cache bytes per token (f32): {kv_bytes} ({full} attention layers)" in r.stdout
+    assert f"recurrent state bytes per sequence (f32): {state} " in r.stdout
+    assert "context length: 1048576" in r.stdout
+
+
+def test_inspect_hybrid_fixture_reports_state():
+    r = zen("inspect", ROOT / "tests" / "fixtures" / "models" / "qwen3_5_vl_f32", check=True)
+    assert "strict load: ok" in r.stdout
+    assert "recurrent state bytes per sequence" in r.stdout
+    assert "vision tower" in r.stdout  # the named ignore rule is listed
+
+
+def test_inspect_mtp_head_status(tmp_path):
+    """Qwen3.5's MTP head: available with mtp.fc.weight; without it, inspect says so by name
+    and the rest of the head is ignored by a named rule (the model itself still loads)."""
+    src = ROOT / "tests" / "fixtures" / "models" / "qwen3_5_text_f32"
+    r = zen("inspect", src, check=True)
+    assert "MTP: available (1 layer)" in r.stdout
+    tensors = read_safetensors(src / "model.safetensors")
+    del tensors["mtp.fc.weight"]
+    (tmp_path / "config.json").write_text((src / "config.json").read_text())
+    write_safetensors(tmp_path / "model.safetensors", tensors)
+    r = zen("inspect", tmp_path, check=True)
+    assert "MTP: unavailable (missing mtp.fc.weight)" in r.stdout
+    assert "strict load: ok" in r.stdout
+    assert "mtp.layers.0.self_attn.q_proj.weight: MTP head unavailable: mtp.fc.weight is missing" in r.stdout

@@ -14,6 +14,8 @@
 #include "base/mmap.h"
 #include "cli/flags.h"
 #include "engine/generate.h"
+#include "model/footprint.h"
+#include "model/hybrid.h"
 #include "model/linear.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
@@ -198,11 +200,78 @@ int perplexity_command(int argc, char** argv) {
   return 0;
 }
 
+std::string human_count(int64_t n) {
+  const double p = static_cast<double>(n);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f %s", p >= 1e9 ? p / 1e9 : p / 1e6, p >= 1e9 ? "B" : "M");
+  return buf;
+}
+
+void print_experts(const ModelConfig& c) {
+  if (c.num_experts <= 0) return;
+  int64_t sparse = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) sparse += c.is_sparse_layer(l) ? 1 : 0;
+  std::printf("experts: %" PRId64 ", top-%" PRId64 " (%s), expert intermediate %" PRId64 ", shared expert %" PRId64
+              ", sparse layers %" PRId64 " of %" PRId64 "\n",
+              c.num_experts, c.num_experts_per_tok, c.norm_topk_prob ? "renormalised" : "raw",
+              c.moe_intermediate_size, c.shared_expert_intermediate_size, sparse, c.num_layers);
+}
+
+// Layer schedule, KV and recurrent-state sizes: what serving this config costs per token and
+// per sequence.
+void print_footprint(const ModelConfig& c) {
+  if (c.num_linear_layers() > 0)
+    std::printf("layer schedule: %" PRId64 " linear attention (Gated DeltaNet) + %" PRId64 " full attention\n",
+                c.num_linear_layers(), c.num_kv_layers());
+  std::printf("KV cache bytes per token (f32): %" PRId64 " (%" PRId64 " attention layers)\n", kv_bytes_per_token_f32(c),
+              c.num_kv_layers());
+  if (c.num_linear_layers() > 0) {
+    const int64_t state = recurrent_state_bytes(c);
+    std::printf("recurrent state bytes per sequence (f32): %" PRId64 " (%.2f MiB)\n", state,
+                static_cast<double>(state) / (1 << 20));
+  }
+}
+
+// A folder with config.json and no weights: describe the model from its config alone.
+bool is_config_only_folder(const std::string& path) {
+  if (!fs::is_directory(path) || !fs::exists(fs::path(path) / "config.json")) return false;
+  for (const auto& entry : fs::directory_iterator(path))
+    if (entry.path().extension() == ".safetensors" || entry.path().filename() == "model.safetensors.index.json")
+      return false;
+  return true;
+}
+
+int inspect_config_only(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text_file((fs::path(path) / "config.json").string()));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "/config.json: invalid JSON: ", e.what());
+  }
+  const ModelConfig c = ModelConfig::from_hf(j);
+  const ParameterCount params = count_parameters(c);
+  std::printf("path: %s\n", path.c_str());
+  std::printf("format: config only (no weights)\n");
+  std::printf("architecture: %s\n", c.architecture.c_str());
+  std::printf("parameters: %" PRId64 " (%s)", params.total, human_count(params.total).c_str());
+  if (params.active != params.total)
+    std::printf(", active per token %" PRId64 " (%s)", params.active, human_count(params.active).c_str());
+  std::printf("\n");
+  std::printf("layers: %" PRId64 ", hidden: %" PRId64 ", intermediate: %" PRId64 ", heads: %" PRId64 " (kv %" PRId64
+              ", dim %" PRId64 "), vocab: %" PRId64 "\n",
+              c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
+  print_experts(c);
+  std::printf("context length: %" PRId64 "\n", c.max_position_embeddings);
+  print_footprint(c);
+  return 0;
+}
+
 int inspect_command(int argc, char** argv) {
   Flags f("inspect", {kHelpFlag});
   f.parse(argc, argv, 2);
   if (wants_help(f)) return 0;
   if (f.positional().size() != 1) fail("give one checkpoint path: zen inspect PATH");
+  if (is_config_only_folder(f.positional()[0])) return inspect_config_only(f.positional()[0]);
   LoadOptions load;
   load.load_tokenizer = false;
   load.strict = false;
@@ -234,6 +303,7 @@ int inspect_command(int argc, char** argv) {
   std::printf("layers: %" PRId64 ", hidden: %" PRId64 ", intermediate: %" PRId64 ", heads: %" PRId64 " (kv %" PRId64
               ", dim %" PRId64 "), vocab: %" PRId64 "\n",
               c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size);
+  print_experts(c);
   std::printf("context length: %" PRId64 "\n", c.max_position_embeddings);
   const char* scaling = c.rope_scaling == RopeScaling::Yarn ? "yarn" : c.rope_scaling == RopeScaling::Linear ? "linear" : "none";
   std::printf("rope: theta %g, scaling %s (factor %g)\n", c.rope_theta, scaling, c.rope_factor);
@@ -253,7 +323,9 @@ int inspect_command(int argc, char** argv) {
     if (auto ft = g->get_int("general.file_type")) std::printf("gguf file_type: %" PRId64 "\n", *ft);
     if (auto name = g->get_string("general.name")) std::printf("name: %s\n", name->c_str());
   }
-  std::printf("KV cache bytes per token (f32): %" PRId64 "\n", 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4);
+  print_footprint(c);
+  if (const auto* hybrid = dynamic_cast<const HybridModel*>(model.get()))
+    std::printf("MTP: %s\n", hybrid->mtp_status().c_str());
   const LoadVerdict v = ck.verdict();
   std::printf("strict load: %s\n", v.ok() ? "ok" : "FAILED");
   if (!v.ok() || !v.ignored.empty()) std::printf("%s", v.to_string().c_str());

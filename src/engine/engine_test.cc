@@ -295,6 +295,85 @@ TEST_F(EngineTiny, VerifyAndRollbackEqualsPlainDecoding) {
   EXPECT_EQ(blocks.num_free(), 16);
 }
 
+// Hybrid models (Gated DeltaNet + gated attention): the same guarantees with recurrent-state
+// slots. Prefill steps end on 64-token boundaries, so a prompt's state is identical however
+// the scheduler splits it, and the state at the last boundary is kept as a prefix snapshot.
+class EngineHybrid : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    model_ = Model::load((fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models" / GetParam()).string(),
+                         {.n_threads = 2, .load_tokenizer = false});
+    vocab_ = static_cast<int32_t>(model_->config().vocab_size);
+  }
+  EngineOptions options(int64_t kv_blocks = 256) const {
+    EngineOptions o;
+    o.kv_memory_bytes = kv_blocks * static_cast<int64_t>(KvPool::bytes_per_token(model_->config(), o.kv_dtype)) *
+                        o.block_size;
+    o.max_num_batched_tokens = 128;
+    return o;
+  }
+  static RequestParams greedy(int64_t max_tokens) {
+    RequestParams p;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;
+    return p;
+  }
+  std::unique_ptr<Model> model_;
+  int32_t vocab_ = 0;
+};
+
+TEST_P(EngineHybrid, ConcurrentGreedyEqualsOneByOne) {
+  const auto prompts = random_prompts(32, 3, 150, vocab_, 11);
+  EngineOptions opts = options();
+  opts.prefix_cache = false;
+  Engine together(*model_, opts);
+  const auto batched = run_all(together, prompts, greedy(10));
+  Engine alone(*model_, opts);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto single = run_all(alone, {prompts[i]}, greedy(10));
+    EXPECT_EQ(batched[i].tokens, single[0].tokens) << "prompt " << i;
+  }
+  EXPECT_EQ(together.stats().kv_blocks_used, 0);
+}
+
+TEST_P(EngineHybrid, WarmPrefixRestoresTheStateSnapshot) {
+  const auto prompts = random_prompts(1, 150, 150, vocab_, 12);
+  RequestParams params = greedy(5);
+  params.top_logprobs = 5;
+  Engine engine(*model_, options());
+  const auto cold = run_all(engine, prompts, params);
+  const auto warm = run_all(engine, prompts, params);
+  EXPECT_EQ(cold[0].cached_prompt_tokens, 0);
+  EXPECT_EQ(warm[0].cached_prompt_tokens, 128);  // the last 64-token boundary before the end
+  ASSERT_EQ(warm[0].details.size(), cold[0].details.size());
+  for (size_t i = 0; i < cold[0].details.size(); ++i) {
+    EXPECT_EQ(warm[0].details[i].token, cold[0].details[i].token);
+    EXPECT_EQ(warm[0].details[i].logprob, cold[0].details[i].logprob);
+    for (size_t k = 0; k < 5; ++k) EXPECT_EQ(warm[0].details[i].top[k].logprob, cold[0].details[i].top[k].logprob);
+  }
+  // Without a snapshot there is no reuse: a prefix shorter than 64 tokens is recomputed.
+  auto short_prompt = prompts[0];
+  short_prompt.resize(60);
+  EXPECT_EQ(run_all(engine, {short_prompt}, params)[0].cached_prompt_tokens, 0);
+}
+
+TEST_P(EngineHybrid, PreemptionUnderATinyPoolCompletesEveryRequest) {
+  const auto prompts = random_prompts(6, 40, 70, vocab_, 13);
+  Engine roomy(*model_, options());
+  const auto want = run_all(roomy, prompts, greedy(30));
+  Engine tight(*model_, options(12));
+  const auto got = run_all(tight, prompts, greedy(30));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].finish_reason, "length");
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "prompt " << i;
+  }
+  EXPECT_GT(tight.stats().preemptions, 0);
+  EXPECT_EQ(tight.stats().kv_blocks_used, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineHybrid, ::testing::Values("qwen3_5_text_f32", "qwen3_next_f32"),
+                         [](const auto& info) { return std::string(info.param); });
+
 // The default model (Qwen2.5-Coder-0.5B Q4_K_M): 32 different prompts at once give each the
 // greedy text it gets alone, with batches mixing prefill chunks and decodes.
 TEST(EngineDefaultModel, ThirtyTwoConcurrentPromptsEqualOneByOne) {

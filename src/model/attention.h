@@ -33,9 +33,9 @@ void store_kv(KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch&
               const float* v, int64_t kv_dim);
 
 // Causal GQA attention of every batch token over its own sequence's cache (which already
-// holds the new tokens): out[t, h] = softmax(q[t, h] . K[0..pos[t]]) V. One (token, head)
-// pair per work item, computed in a fixed order: batch-invariant.
-// q, out: [n, num_heads * head_dim]; scratch grows to [pool threads, max_context].
+// holds the new tokens): out[t, h] = softmax(scale * q[t, h] . K[0..pos[t]]) V, with an online
+// softmax a cache block at a time. One (token, KV head) pair per work item, computed in a
+// fixed order: batch-invariant. q, out: [n, num_heads * head_dim]; scratch: per-thread space.
 void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch& flat,
                      const AttentionShape& shape, const float* q, float* out, ThreadPool& pool,
                      std::vector<float>& scratch);

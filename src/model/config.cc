@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -58,6 +59,11 @@ std::string hf_architecture(const json& j) {
     if (a == "LlamaForCausalLM") return "llama";
     if (a == "Qwen2ForCausalLM") return "qwen2";
     if (a == "Qwen3ForCausalLM") return "qwen3";
+    if (a == "Qwen3MoeForCausalLM") return "qwen3_moe";
+    if (a == "Qwen2MoeForCausalLM") return "qwen2_moe";
+    if (a == "Qwen3NextForCausalLM") return "qwen3_next";
+    if (a == "Qwen3_5ForCausalLM" || a == "Qwen3_5ForConditionalGeneration") return "qwen3_5";
+    if (a == "Qwen3_5MoeForCausalLM" || a == "Qwen3_5MoeForConditionalGeneration") return "qwen3_5_moe";
     return a;
   }
   fail("config.json: neither 'model_type' nor 'architectures' names the architecture");
@@ -101,15 +107,76 @@ void read_rope(const json& j, ModelConfig& c) {
   }
 }
 
+bool is_hybrid_architecture(const std::string& a) {
+  return a == "qwen3_5" || a == "qwen3_5_moe" || a == "qwen3_next";
+}
+
+// The hybrids' extra fields (qwen3_5 text part, qwen3_next); HF's defaults where absent.
+void read_hybrid(const json& j, ModelConfig& c) {
+  c.qk_norm = true;
+  c.zero_centered_norm = true;
+  c.attn_output_gate = get_bool(j, "attn_output_gate", true);
+  if (!c.attn_output_gate) fail("config.json: attn_output_gate=false is not supported");
+  c.linear_fused_projections = c.architecture == "qwen3_next";
+  if (c.architecture == "qwen3_next") {
+    c.read_moe_fields(j, /*norm_topk_default=*/true);
+  } else if (c.architecture == "qwen3_5_moe") {
+    // Every layer sparse, top-k always renormalised (Qwen3_5MoeDecoderLayer / TopKRouter);
+    // there is no dense MLP, so intermediate_size only has to pass validation.
+    c.read_moe_fields(j, /*norm_topk_default=*/true);
+    c.norm_topk_prob = true;
+    c.decoder_sparse_step = 1;
+    c.mlp_only_layers.clear();
+    if (c.intermediate_size <= 0) c.intermediate_size = c.moe_intermediate_size;
+  }
+  c.linear_num_key_heads = get_int(j, "linear_num_key_heads", 16);
+  c.linear_num_value_heads = get_int(j, "linear_num_value_heads", 32);
+  c.linear_key_head_dim = get_int(j, "linear_key_head_dim", 128);
+  c.linear_value_head_dim = get_int(j, "linear_value_head_dim", 128);
+  c.linear_conv_kernel_dim = get_int(j, "linear_conv_kernel_dim", 4);
+  // partial_rotary_factor: in rope_parameters (transformers 5) or top-level (4.x configs).
+  double partial = get_num(j, "partial_rotary_factor", 0.25);
+  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object())
+    partial = get_num(*it, "partial_rotary_factor", partial);
+  c.partial_rotary_factor = partial;
+  c.full_attention_interval = get_int(j, "full_attention_interval", 4);
+  if (auto it = j.find("layer_types"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) fail("config.json: 'layer_types' must be a list, got ", it->dump());
+    for (const auto& t : *it) {
+      if (!t.is_string()) fail("config.json: 'layer_types' entries must be strings, got ", t.dump());
+      c.layer_types.push_back(t.get<std::string>());
+    }
+  } else {
+    if (c.full_attention_interval <= 0)
+      fail("config.json: full_attention_interval must be positive, got ", c.full_attention_interval);
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      c.layer_types.push_back((i + 1) % c.full_attention_interval == 0 ? "full_attention" : "linear_attention");
+  }
+  if (get_bool(j, "attention_bias", false)) fail("config.json: attention_bias=true is not supported for ", c.architecture);
+}
+
 }  // namespace
 
-ModelConfig ModelConfig::from_hf(const json& j) {
-  if (!j.is_object()) fail("config.json: expected a JSON object");
+ModelConfig ModelConfig::from_hf(const json& root) {
+  if (!root.is_object()) fail("config.json: expected a JSON object");
   ModelConfig c;
-  c.architecture = hf_architecture(j);
-  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3")
+  c.architecture = hf_architecture(root);
+  // Composite (vision-language) checkpoints nest the decoder's config in text_config and its
+  // tensors under model.language_model.; the vision tower is not ours to run.
+  const json* text = &root;
+  if (auto it = root.find("text_config"); it != root.end() && !it->is_null()) {
+    if (!it->is_object()) fail("config.json: 'text_config' must be an object, got ", it->dump());
+    text = &*it;
+    c.text_prefix = "model.language_model.";
+  }
+  const json& j = *text;
+  if (c.architecture == "qwen3_5_text") c.architecture = "qwen3_5";
+  if (c.architecture == "qwen3_5_moe_text") c.architecture = "qwen3_5_moe";
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" &&
+      c.architecture != "qwen3_moe" && c.architecture != "qwen2_moe" && !is_hybrid_architecture(c.architecture))
     fail("config.json: architecture '", c.architecture,
-         "' is not supported (supported: llama, qwen2, qwen3)");
+         "' is not supported (supported: llama, qwen2, qwen3, qwen3_moe, qwen2_moe, qwen3_5, qwen3_5_moe, "
+         "qwen3_next)");
   c.vocab_size = get_int(j, "vocab_size", 0);
   c.hidden_size = get_int(j, "hidden_size", 0);
   c.intermediate_size = get_int(j, "intermediate_size", 0);
@@ -119,10 +186,22 @@ ModelConfig ModelConfig::from_hf(const json& j) {
   c.head_dim = get_int(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position_embeddings = get_int(j, "max_position_embeddings", 2048);
   c.rms_norm_eps = get_num(j, "rms_norm_eps", 1e-6);
-  c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false);
-  c.attention_bias = c.architecture == "qwen2" ? true : get_bool(j, "attention_bias", false);
-  c.qk_norm = c.architecture == "qwen3";
-  c.torch_dtype = get_str(j, "torch_dtype", get_str(j, "dtype", ""));
+  // A composite checkpoint ties (or not) at its top level, as HF's PreTrainedModel reads it.
+  c.tie_word_embeddings = get_bool(root, "tie_word_embeddings", get_bool(j, "tie_word_embeddings", false));
+  if (text != &root && j.contains("tie_word_embeddings") && root.contains("tie_word_embeddings") &&
+      get_bool(j, "tie_word_embeddings", false) != c.tie_word_embeddings)
+    fail("config.json: tie_word_embeddings differs between the top level and text_config");
+  c.attention_bias = c.architecture == "qwen2"       ? true
+                     : c.architecture == "qwen2_moe" ? get_bool(j, "qkv_bias", true)
+                                                     : get_bool(j, "attention_bias", false);
+  c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3_moe";
+  // Qwen2-MoE: Qwen2 attention, and the sparse block with a sigmoid-gated shared expert that
+  // Qwen3-Next and Qwen3.5-MoE also use.
+  if (c.architecture == "qwen3_moe" || c.architecture == "qwen2_moe") c.read_moe_fields(j, /*norm_topk_default=*/false);
+  if (c.architecture == "qwen2_moe" && get_bool(j, "use_sliding_window", false))
+    fail("config.json: qwen2_moe with use_sliding_window=true is not supported");
+  if (is_hybrid_architecture(c.architecture)) read_hybrid(j, c);
+  c.torch_dtype = get_str(j, "torch_dtype", get_str(j, "dtype", get_str(root, "torch_dtype", get_str(root, "dtype", ""))));
   if (j.contains("hidden_act") && get_str(j, "hidden_act", "silu") != "silu")
     fail("config.json: hidden_act '", get_str(j, "hidden_act", ""), "' is not supported (silu)");
   if (get_bool(j, "mlp_bias", false)) fail("config.json: mlp_bias=true is not supported");
@@ -136,16 +215,25 @@ ModelConfig ModelConfig::from_hf(const json& j) {
 ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   ModelConfig c;
   c.architecture = g.get_string("general.architecture").value_or("");
-  const std::string& a = c.architecture;
-  if (a != "llama" && a != "qwen2" && a != "qwen3")
-    fail(g.path(), ": GGUF architecture '", a, "' is not supported (supported: llama, qwen2, qwen3)");
+  const std::string a = c.architecture;  // GGUF's name (metadata key prefix)
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe")
+    fail(g.path(), ": GGUF architecture '", a, "' is not supported (supported: llama, qwen2, qwen3, qwen3moe)");
   auto need_int = [&](const std::string& key) {
     auto v = g.get_int(a + "." + key);
     if (!v) fail(g.path(), ": GGUF metadata lacks '", a, ".", key, "'");
     return *v;
   };
   c.hidden_size = need_int("embedding_length");
-  c.intermediate_size = need_int("feed_forward_length");
+  if (a == "qwen3moe") {
+    // Every layer sparse; llama.cpp always renormalises the top-k weights for qwen3moe.
+    c.architecture = "qwen3_moe";
+    c.num_experts = need_int("expert_count");
+    c.num_experts_per_tok = need_int("expert_used_count");
+    c.moe_intermediate_size = need_int("expert_feed_forward_length");
+    c.norm_topk_prob = true;
+  }
+  c.intermediate_size = a == "qwen3moe" ? g.get_int(a + ".feed_forward_length").value_or(c.moe_intermediate_size)
+                                        : need_int("feed_forward_length");
   c.num_layers = need_int("block_count");
   c.num_heads = need_int("attention.head_count");
   c.num_kv_heads = g.get_int(a + ".attention.head_count_kv").value_or(c.num_heads);
@@ -154,7 +242,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.rms_norm_eps = g.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
   c.rope_theta = g.get_float(a + ".rope.freq_base").value_or(10000.0);
   c.attention_bias = a == "qwen2";
-  c.qk_norm = a == "qwen3";
+  c.qk_norm = a == "qwen3" || a == "qwen3moe";
   // llama.cpp's converter permutes llama Q/K rows so that rope rotates adjacent pairs.
   c.rope_interleaved = a == "llama";
   const std::string scaling = g.get_string(a + ".rope.scaling.type").value_or("none");
@@ -179,6 +267,30 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   return c;
 }
 
+void ModelConfig::read_moe_fields(const json& j, bool norm_topk_default) {
+  num_experts = get_int(j, "num_experts", get_int(j, "num_local_experts", 0));
+  num_experts_per_tok = get_int(j, "num_experts_per_tok", 0);
+  moe_intermediate_size = get_int(j, "moe_intermediate_size", 0);
+  norm_topk_prob = get_bool(j, "norm_topk_prob", norm_topk_default);
+  decoder_sparse_step = get_int(j, "decoder_sparse_step", 1);
+  shared_expert_intermediate_size = get_int(j, "shared_expert_intermediate_size", 0);
+  mlp_only_layers.clear();
+  if (auto it = j.find("mlp_only_layers"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) fail("config.json: 'mlp_only_layers' must be a list of layer indices");
+    for (const auto& v : *it) {
+      if (!v.is_number_integer()) fail("config.json: 'mlp_only_layers' must hold integers, got ", v.dump());
+      mlp_only_layers.push_back(v.get<int64_t>());
+    }
+  }
+}
+
+bool ModelConfig::is_sparse_layer(int64_t layer) const {
+  // transformers' Qwen3MoeDecoderLayer / Qwen3NextDecoderLayer rule.
+  if (num_experts <= 0) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
 void ModelConfig::validate() const {
   auto positive = [](int64_t v, const char* what) {
     if (v <= 0) fail("model config: ", what, " must be positive, got ", v);
@@ -200,8 +312,47 @@ void ModelConfig::validate() const {
   if (num_layers > 1024 || hidden_size > (1 << 20) || vocab_size > (1 << 24))
     fail("model config: implausible sizes (layers ", num_layers, ", hidden ", hidden_size, ", vocab ",
          vocab_size, ")");
+  if (num_experts < 0 || num_experts > 4096) fail("model config: implausible num_experts ", num_experts);
+  if (num_experts > 0) {
+    if (num_experts_per_tok < 1 || num_experts_per_tok > num_experts)
+      fail("model config: num_experts_per_tok must be in [1, num_experts = ", num_experts, "], got ",
+           num_experts_per_tok);
+    positive(moe_intermediate_size, "moe_intermediate_size");
+    positive(decoder_sparse_step, "decoder_sparse_step");
+    if (shared_expert_intermediate_size < 0) fail("model config: shared_expert_intermediate_size is negative");
+  }
   if (rope_scaling == RopeScaling::Yarn && rope_original_max_position <= 0)
     fail("model config: yarn needs original_max_position_embeddings");
+  if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1))
+    fail("model config: partial_rotary_factor must be in (0, 1], got ", partial_rotary_factor);
+  if (rotary_dim() < 2 || rotary_dim() % 2 != 0)
+    fail("model config: rotary dimension head_dim * partial_rotary_factor = ", rotary_dim(), " must be even and >= 2");
+  if (!layer_types.empty()) {
+    if (static_cast<int64_t>(layer_types.size()) != num_layers)
+      fail("model config: layer_types has ", layer_types.size(), " entries for ", num_layers, " layers");
+    for (const std::string& t : layer_types)
+      if (t != "full_attention" && t != "linear_attention")
+        fail("model config: layer type '", t, "' is not supported (full_attention, linear_attention)");
+  }
+  if (num_linear_layers() > 0) {
+    auto positive_linear = [&](int64_t v, const char* what) {
+      if (v <= 0 || v > 4096) fail("model config: ", what, " must be in [1, 4096], got ", v);
+    };
+    positive_linear(linear_num_key_heads, "linear_num_key_heads");
+    positive_linear(linear_num_value_heads, "linear_num_value_heads");
+    positive_linear(linear_key_head_dim, "linear_key_head_dim");
+    positive_linear(linear_value_head_dim, "linear_value_head_dim");
+    if (linear_conv_kernel_dim < 1 || linear_conv_kernel_dim > 16)
+      fail("model config: linear_conv_kernel_dim must be in [1, 16], got ", linear_conv_kernel_dim);
+    if (linear_num_value_heads % linear_num_key_heads != 0)
+      fail("model config: linear_num_value_heads (", linear_num_value_heads,
+           ") is not a multiple of linear_num_key_heads (", linear_num_key_heads, ")");
+  }
+}
+
+int64_t ModelConfig::rotary_dim() const {
+  // As HF: int(head_dim * partial_rotary_factor).
+  return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
 }
 
 bool ModelConfig::is_full_attention(int64_t layer) const {

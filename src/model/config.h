@@ -13,7 +13,7 @@ class GgufFile;
 enum class RopeScaling { None, Linear, Yarn };
 
 struct ModelConfig {
-  std::string architecture;  // "llama", "qwen2", "qwen3"
+  std::string architecture;  // "llama", "qwen2", "qwen3", "qwen3_5", "qwen3_next"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -45,6 +45,35 @@ struct ModelConfig {
   int64_t linear_key_head_dim = 0;      // Dk
   int64_t linear_value_head_dim = 0;    // Dv
   int64_t linear_conv_kernel_dim = 0;   // causal depthwise conv1d width (4)
+  // --- Hybrid models (qwen3_5, qwen3_next) beyond the layer schedule -------------------------
+  // Rotary covers the first head_dim * partial_rotary_factor entries of each head (0.25 for
+  // the hybrids; HF's default when the config omits it), the rest pass through.
+  double partial_rotary_factor = 1.0;
+  // Gated full attention: q_proj yields [query | gate] per head ([nh, 2 * hd]) and the
+  // attention output is multiplied by sigmoid(gate) before o_proj.
+  bool attn_output_gate = false;
+  // RMSNorm gains are stored zero-centred: out = norm(x) * (1 + w) (layer norms, q/k norms,
+  // final norm; not the GDN output norm).
+  bool zero_centered_norm = false;
+  // Qwen3-Next stores the GDN input projections fused and grouped per key head
+  // (in_proj_qkvz, in_proj_ba); Qwen3.5 stores in_proj_qkv / in_proj_z / in_proj_b / in_proj_a.
+  bool linear_fused_projections = false;
+  // Where the decoder's tensors live: "model." (text-only checkpoints) or
+  // "model.language_model." (Qwen3.5 composite checkpoints with a vision tower).
+  std::string text_prefix = "model.";
+  // Every full_attention_interval-th layer is full attention when layer_types is absent.
+  int64_t full_attention_interval = 0;
+  // ---- Sparse mixture of experts (qwen3_moe; the fields qwen3_next / qwen3_5_moe share) ----
+  // A layer's MLP is sparse (model/moe.h) when is_sparse_layer(layer); otherwise dense.
+  int64_t num_experts = 0;                      // E; 0: no MoE layers
+  int64_t num_experts_per_tok = 0;              // k, experts chosen per token
+  int64_t moe_intermediate_size = 0;            // I of each routed expert
+  bool norm_topk_prob = false;                  // renormalise the k chosen probabilities to sum 1
+  int64_t decoder_sparse_step = 1;              // sparse iff (layer + 1) % step == 0 ...
+  std::vector<int64_t> mlp_only_layers;         // ... and layer not listed here
+  int64_t shared_expert_intermediate_size = 0;  // Is; 0: no shared expert
+  bool is_sparse_layer(int64_t layer) const;
+  // ---- end of the MoE block ----
   std::vector<int32_t> eos_token_ids;  // from generation_config.json / config.json / GGUF
   int32_t bos_token_id = -1;
 
@@ -52,7 +81,13 @@ struct ModelConfig {
   int64_t num_kv_layers() const;            // layers that keep K and V
   int kv_layer_index(int64_t layer) const;  // index among KV layers; -1 for linear layers
   int64_t num_linear_layers() const { return num_layers - num_kv_layers(); }
+  bool is_hybrid() const { return num_linear_layers() > 0; }
+  // Rotated entries per head: head_dim * partial_rotary_factor (even).
+  int64_t rotary_dim() const;
 
+  // Reads the MoE block above from an HF config object (absent keys keep the defaults;
+  // norm_topk_prob defaults to `norm_topk_default`: false for qwen3_moe, true for qwen3_next).
+  void read_moe_fields(const nlohmann::json& config, bool norm_topk_default);
   static ModelConfig from_hf(const nlohmann::json& config);  // throws zen::Error
   static ModelConfig from_gguf(const GgufFile& gguf);
   void validate() const;  // throws zen::Error on inconsistent values

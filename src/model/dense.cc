@@ -85,6 +85,11 @@ void DenseModel::bind_weights(bool strict) {
       L.k_norm = vec(names.layer(n, "k_norm"), cfg_.head_dim);
     }
     L.ffn_norm = vec(names.layer(n, "ffn_norm"), H);
+    if (cfg_.is_sparse_layer(i)) {
+      L.sparse = true;
+      L.moe = bind_moe(c, names.moe_prefix(n), cfg_, quant);
+      continue;
+    }
     L.w_gate = matrix(names.layer(n, "gate"), {I, H});
     L.w_up = matrix(names.layer(n, "up"), {I, H});
     L.w_down = matrix(names.layer(n, "down"), {H, I});
@@ -179,6 +184,11 @@ void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
+  if (L.sparse) {
+    moe_forward(L.moe, xn_.data(), n, tmp_.data(), pool_, moe_scratch_);
+    kernels::add_inplace(x_.data(), tmp_.data(), n * H);
+    return;
+  }
   L.w_gate.matmul(xn_.data(), n, gate_.data(), pool_);
   L.w_up.matmul(xn_.data(), n, up_.data(), pool_);
   kernels::silu_mul(gate_.data(), up_.data(), n * I, gate_.data());

@@ -1,6 +1,9 @@
-// Dense decoder-only transformer of the family: llama-style (SmolLM2, stories260K), Qwen2
-// (q/k/v bias) and Qwen3 (per-head q/k RMSNorm). Pre-norm blocks:
+// Decoder-only transformer of the family: llama-style (SmolLM2, stories260K), Qwen2 (q/k/v
+// bias), Qwen3 (per-head q/k RMSNorm), Qwen3-MoE (Qwen3 whose sparse layers replace the MLP
+// by a mixture of experts, model/moe.h) and Qwen2-MoE (Qwen2 attention, experts plus a gated
+// shared expert). Pre-norm blocks:
 //   x += o_proj(attention(rope(q), rope(k), v));  x += down(silu(gate(n(x))) * up(n(x)))
+//   (sparse layers: x += moe(n(x)))
 #pragma once
 #include <memory>
 #include <vector>
@@ -10,6 +13,7 @@
 #include "model/attention.h"
 #include "model/linear.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/rope.h"
 
 namespace zen {
@@ -23,9 +27,11 @@ struct DenseLayer {
   std::vector<float> bq, bk, bv;     // [nh*hd], [nkv*hd], [nkv*hd] (Qwen2), else empty
   std::vector<float> q_norm, k_norm; // [hd] (Qwen3), else empty
   std::vector<float> ffn_norm;       // [H]
-  Linear w_gate;  // [I, H]
+  Linear w_gate;  // [I, H]   dense layers
   Linear w_up;    // [I, H]
   Linear w_down;  // [H, I]
+  bool sparse = false;  // ModelConfig::is_sparse_layer: the MLP is `moe`
+  MoeWeights moe;
 };
 
 struct DenseWeights {
@@ -67,6 +73,7 @@ class DenseModel final : public Model {
   std::vector<float> cos_, sin_;                                    // [n, rope_dim/2]
   std::vector<float> scores_;                                       // [threads, context]
   FlatBatch flat_;
+  MoeScratch moe_scratch_;
 };
 
 }  // namespace zen

@@ -114,6 +114,45 @@ void KvPool::store(int layer, std::span<const int32_t> blocks, int64_t pos, cons
   encode_row(dtype_, v, &v_[off], row_);
 }
 
+const float* KvPool::rows_f32(const uint8_t* base, int layer, int32_t block, int64_t first, int64_t count,
+                             int64_t kv_head, float* out, int64_t* stride) const {
+  ZEN_CHECK(block >= 0 && block < num_blocks_ && first >= 0 && first + count <= block_size_, "KV rows ", first, "+",
+            count, " of block ", block);
+  const int64_t row_index = (static_cast<int64_t>(layer) * num_blocks_ + block) * block_size_ + first;
+  const size_t elem = kv_dtype_bytes(dtype_);
+  const uint8_t* p = base + static_cast<size_t>(row_index * row_ + kv_head * head_dim_) * elem;
+  if (dtype_ == KvDType::F32) {
+    *stride = row_;
+    return reinterpret_cast<const float*>(p);
+  }
+  const float* table = dtype_ == KvDType::F8_E4M3 ? kernels::e4m3_lut() : kernels::e5m2_lut();
+  for (int64_t j = 0; j < count; ++j) {
+    const uint8_t* src = p + static_cast<size_t>(j * row_) * elem;
+    float* dst = out + j * head_dim_;
+    if (dtype_ == KvDType::BF16) {
+      for (int64_t i = 0; i < head_dim_; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = bf16_to_f32(h);
+      }
+    } else {
+      for (int64_t i = 0; i < head_dim_; ++i) dst[i] = table[src[i]];
+    }
+  }
+  *stride = head_dim_;
+  return out;
+}
+
+const float* KvPool::k_rows_f32(int layer, int32_t block, int64_t first, int64_t count, int64_t kv_head, float* out,
+                                int64_t* stride) const {
+  return rows_f32(k_.get(), layer, block, first, count, kv_head, out, stride);
+}
+
+const float* KvPool::v_rows_f32(int layer, int32_t block, int64_t first, int64_t count, int64_t kv_head, float* out,
+                                int64_t* stride) const {
+  return rows_f32(v_.get(), layer, block, first, count, kv_head, out, stride);
+}
+
 void KvPool::copy_block(int32_t src, int32_t dst) {
   ZEN_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_, "copy_block ", src, " -> ", dst);
   const size_t block_bytes = static_cast<size_t>(block_size_ * row_) * kv_dtype_bytes(dtype_);

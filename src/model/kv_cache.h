@@ -49,6 +49,13 @@ class KvPool {
   // Single-key forms (tests; each equals the batched element exactly).
   float dot_k(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head, const float* q) const;
   void axpy_v(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head, float a, float* out) const;
+  // Rows [first, first + count) of one physical block, head kv_head, as f32: out[count, head_dim].
+  // f32 caches return a pointer into the pool (row stride kv_heads * head_dim, returned in
+  // *stride); other precisions are decoded into out (stride head_dim).
+  const float* k_rows_f32(int layer, int32_t block, int64_t first, int64_t count, int64_t kv_head, float* out,
+                          int64_t* stride) const;
+  const float* v_rows_f32(int layer, int32_t block, int64_t first, int64_t count, int64_t kv_head, float* out,
+                          int64_t* stride) const;
   // Copies every layer's K and V of block src into block dst (copy-on-write of shared blocks).
   void copy_block(int32_t src, int32_t dst);
 
@@ -56,6 +63,8 @@ class KvPool {
   const uint8_t* k_row(int layer, std::span<const int32_t> blocks, int64_t pos) const;
   const uint8_t* v_row(int layer, std::span<const int32_t> blocks, int64_t pos) const;
   size_t row_offset(int layer, std::span<const int32_t> blocks, int64_t pos) const;
+  const float* rows_f32(const uint8_t* base, int layer, int32_t block, int64_t first, int64_t count, int64_t kv_head,
+                        float* out, int64_t* stride) const;
   KvDType dtype_;
   int64_t num_blocks_, block_size_, layers_;
   int64_t head_dim_;

@@ -307,7 +307,8 @@ TEST_P(GoldenFpQuant, GreedyMatchesAndChunkedPrefillAgrees) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenFpQuant,
-                         ::testing::Values("qwen3_nvfp4", "qwen3_fp8", "qwen3_fp8_block", "qwen3_mixed"));
+                         ::testing::Values("qwen3_nvfp4", "qwen3_fp8", "qwen3_fp8_block", "qwen3_mixed",
+                                           "qwen3_moe_mixed"));  // tools/make_moe_fixtures.py
 
 // A fixture whose hf_quant_config.json is rewritten; returns the load error ("" if none).
 std::string load_with_quant_config(const std::string& fixture, const nlohmann::json& quantization) {

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/mmap.h"
 #include "model/dense.h"
+#include "model/hybrid.h"
 
 namespace zen {
 
@@ -44,8 +45,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   // Weights first, so a broken checkpoint is reported by tensor name before anything else.
   const GgufFile* gguf = ckpt->gguf();
   const std::string folder = ckpt->folder();
-  std::unique_ptr<Model> model =
-      std::make_unique<DenseModel>(std::move(ckpt), std::move(cfg), nullptr, opts.n_threads, opts.strict);
+  const bool hybrid =
+      cfg.architecture == "qwen3_5" || cfg.architecture == "qwen3_5_moe" || cfg.architecture == "qwen3_next";
+  std::unique_ptr<Model> model;
+  if (hybrid)
+    model = std::make_unique<HybridModel>(std::move(ckpt), std::move(cfg), nullptr, opts.n_threads, opts.strict);
+  else
+    model = std::make_unique<DenseModel>(std::move(ckpt), std::move(cfg), nullptr, opts.n_threads, opts.strict);
   if (opts.load_tokenizer) {
     if (gguf != nullptr) {
       model->attach_tokenizer(Tokenizer::from_gguf(*gguf));

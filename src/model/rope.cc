@@ -15,7 +15,7 @@ double yarn_mscale(double scale) { return scale <= 1.0 ? 1.0 : 0.1 * std::log(sc
 
 }  // namespace
 
-Rope::Rope(const ModelConfig& cfg) : dim_(cfg.head_dim), interleaved_(cfg.rope_interleaved) {
+Rope::Rope(const ModelConfig& cfg) : dim_(cfg.rotary_dim()), interleaved_(cfg.rope_interleaved) {
   const int64_t half = dim_ / 2;
   inv_freq_.resize(half);
   // As HF: pos_freqs = base ** (arange(0, dim, 2) / dim) evaluated in float32.

@@ -11,7 +11,7 @@ namespace zen {
 class Rope {
  public:
   explicit Rope(const ModelConfig& cfg);
-  int64_t dim() const { return dim_; }
+  int64_t dim() const { return dim_; }  // rotated entries per head: ModelConfig::rotary_dim()
   const std::vector<float>& inv_freq() const { return inv_freq_; }  // [dim/2]
   float attention_factor() const { return attention_factor_; }
 

@@ -1,7 +1,8 @@
 // Recurrent state of hybrid (linear-attention) layers, per sequence, in slots: the serving
 // engine allocates, frees, copies (prefix snapshots, speculative rollback) and batches them.
 // A slot is a flat f32 array whose layout only the model knows (for Gated DeltaNet: per linear
-// layer the conv1d window [conv_dim, kernel - 1] then the delta-rule state [Hv, Dk, Dv]).
+// layer the conv1d window [kernel - 1, conv_dim] (oldest input first) then the delta-rule
+// state [Hv, Dk, Dv]; see model/gated_delta_net.h).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,0 +1,435 @@
+#include "model/gated_delta_net.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "kernels/cpu/gemm_f32.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant.h"
+
+namespace zen {
+
+GdnShape GdnShape::from_config(const ModelConfig& cfg) {
+  GdnShape s;
+  s.hidden = cfg.hidden_size;
+  s.num_k_heads = cfg.linear_num_key_heads;
+  s.num_v_heads = cfg.linear_num_value_heads;
+  s.k_head_dim = cfg.linear_key_head_dim;
+  s.v_head_dim = cfg.linear_value_head_dim;
+  s.conv_kernel = cfg.linear_conv_kernel_dim;
+  s.eps = static_cast<float>(cfg.rms_norm_eps);
+  return s;
+}
+
+namespace gdn {
+namespace {
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+// y[0..n) *= a
+void scale_inplace(float* y, float a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= a;
+}
+
+// Row block of the triangular products (a multiple of the GEMM tile's 16 columns).
+constexpr int64_t kTriBlock = 16;
+
+// Scratch of one chunk (L <= C = kGdnChunk tokens of one value head).
+struct ChunkScratch {
+  float* cum;  // [C] cumulative log decay inside the chunk
+  float* X;    // [2C, Dk] q rows (0..L-1) then k rows (L..2L-1)
+  float* Kt;   // [Dk, C] k^T
+  float* P;    // [2C, C] X k^T, then the decayed, masked QK (rows 0..L-1) and A (rows L..)
+  float* Y;    // [C, Dv + Dk] [beta v | beta exp(cum) k], solved in place into [U | W]
+  float* Qd;   // [C, Dk] q_i exp(cum_i)
+  float* VN;   // [C, Dv] v_new = U - W S
+  float* KdT;  // [Dk, C] k_j^T exp(cum_last - cum_j)
+  ChunkScratch(float* base, int64_t dk, int64_t dv) {
+    const int64_t C = kGdnChunk;
+    cum = base;
+    X = cum + C;
+    Kt = X + 2 * C * dk;
+    P = Kt + dk * C;
+    Y = P + 2 * C * C;
+    Qd = Y + C * (dv + dk);
+    VN = Qd + C * dk;
+    KdT = VN + C * dv;
+  }
+  static int64_t floats(int64_t dk, int64_t dv) {
+    const int64_t C = kGdnChunk;
+    return C + 2 * C * dk + dk * C + 2 * C * C + C * (dv + dk) + C * dk + C * dv + dk * C;
+  }
+};
+
+// One chunk of L tokens (rows of `in` starting at token t0) on state S [Dk, Dv], as HF's
+// torch_chunk_gated_delta_rule computes a chunk, with the products as small GEMMs.
+void run_chunk(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t dv, float* S, ChunkScratch& c) {
+  const int64_t C = kGdnChunk, ly = dv + dk;
+  const auto row_bytes = static_cast<size_t>(dk) * sizeof(float);
+  float acc = 0.0f;
+  for (int64_t i = 0; i < L; ++i) {
+    acc += in.g[(t0 + i) * in.ld_gb];
+    c.cum[i] = acc;
+    const float* q = in.q + (t0 + i) * in.ld_qkv;
+    const float* k = in.k + (t0 + i) * in.ld_qkv;
+    std::memcpy(c.X + i * dk, q, row_bytes);
+    std::memcpy(c.X + (L + i) * dk, k, row_bytes);
+    for (int64_t d = 0; d < dk; ++d) c.Kt[d * C + i] = k[d];
+  }
+  // [QK; KK] = [q; k] k^T by 16-row blocks up to the diagonal (the rest is masked), then the
+  // decay exp(cum_i - cum_j) and the causal masks; A gets beta_i.
+  for (int64_t b = 0; b < L; b += kTriBlock) {
+    const int64_t rows = std::min(kTriBlock, L - b), cols = std::min(L, b + kTriBlock);
+    kernels::gemm_f32(rows, cols, dk, c.X + b * dk, dk, c.Kt, C, c.P + b * C, C, /*accumulate=*/false);
+    kernels::gemm_f32(rows, cols, dk, c.X + (L + b) * dk, dk, c.Kt, C, c.P + (L + b) * C, C, /*accumulate=*/false);
+  }
+  float* decay = c.VN;  // free until v_new: one row of exp(cum_i - cum_j)
+  for (int64_t i = 0; i < L; ++i) {
+    float* qk = c.P + i * C;
+    float* a = c.P + (L + i) * C;  // stored negated: the solve below adds (-A) X
+    const float beta = in.beta[(t0 + i) * in.ld_gb];
+    for (int64_t j = 0; j <= i; ++j) decay[j] = c.cum[i] - c.cum[j];
+    kernels::exp_f32(decay, i + 1, decay);
+    for (int64_t j = 0; j <= i; ++j) {
+      qk[j] *= decay[j];
+      a[j] = j < i ? -(beta * a[j] * decay[j]) : 0.0f;
+    }
+    std::fill(qk + i + 1, qk + L, 0.0f);  // causal: the QK v_new product runs over all L
+  }
+  // UT transform: [U | W] = (I + A)^-1 [beta v | beta exp(cum) k], by blocks of rows: the
+  // solved rows above a block enter as one GEMM, then forward substitution inside it.
+  for (int64_t i = 0; i < L; ++i) {
+    float* y = c.Y + i * ly;
+    const float beta = in.beta[(t0 + i) * in.ld_gb], wk = beta * std::exp(c.cum[i]);
+    const float* v = in.v + (t0 + i) * in.ld_qkv;
+    const float* k = in.k + (t0 + i) * in.ld_qkv;
+    for (int64_t d = 0; d < dv; ++d) y[d] = v[d] * beta;
+    for (int64_t d = 0; d < dk; ++d) y[dv + d] = k[d] * wk;
+  }
+  for (int64_t b = 0; b < L; b += kTriBlock) {
+    const int64_t e = std::min(L, b + kTriBlock);
+    if (b > 0) kernels::gemm_f32(e - b, ly, b, c.P + (L + b) * C, C, c.Y, ly, c.Y + b * ly, ly, /*accumulate=*/true);
+    for (int64_t i = b; i < e; ++i) {
+      const float* a = c.P + (L + i) * C;
+      for (int64_t j = b; j < i; ++j) kernels::axpy_f32(a[j], c.Y + j * ly, c.Y + i * ly, ly);
+    }
+  }
+  // v_new = U - W S
+  kernels::gemm_f32(L, dv, dk, c.Y + dv, ly, S, dv, c.VN, dv, /*accumulate=*/false);
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t d = 0; d < dv; ++d) c.VN[i * dv + d] = c.Y[i * ly + d] - c.VN[i * dv + d];
+  // out = (q exp(cum)) S + QK v_new, written straight into the output rows.
+  for (int64_t i = 0; i < L; ++i) {
+    const float scale = std::exp(c.cum[i]);
+    for (int64_t d = 0; d < dk; ++d) c.Qd[i * dk + d] = c.X[i * dk + d] * scale;
+  }
+  float* out = in.out + t0 * in.ld_out;
+  kernels::gemm_f32(L, dv, dk, c.Qd, dk, S, dv, out, in.ld_out, /*accumulate=*/false);
+  for (int64_t b = 0; b < L; b += kTriBlock) {  // QK is lower-triangular: stop at the diagonal block
+    const int64_t rows = std::min(kTriBlock, L - b), depth = std::min(L, b + kTriBlock);
+    kernels::gemm_f32(rows, dv, depth, c.P + b * C, C, c.VN, dv, out + b * in.ld_out, in.ld_out, /*accumulate=*/true);
+  }
+  // S = exp(cum_last) S + (k exp(cum_last - cum))^T v_new
+  const float last = c.cum[L - 1];
+  for (int64_t j = 0; j < L; ++j) {
+    const float s = std::exp(last - c.cum[j]);
+    for (int64_t d = 0; d < dk; ++d) c.KdT[d * C + j] = c.Kt[d * C + j] * s;
+  }
+  const float total = std::exp(last);
+  for (int64_t i = 0; i < dk * dv; ++i) S[i] *= total;
+  kernels::gemm_f32(dk, dv, L, c.KdT, C, c.VN, dv, S, dv, /*accumulate=*/true);
+}
+
+}  // namespace
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+void l2norm(const float* x, int64_t n, float* out) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(sum + 1e-6f);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+}
+
+void conv1d_silu(const float* x, int64_t ldx, int64_t n, int64_t channels, int64_t kernel, const float* w,
+                 float* state, float* out) {
+  const int64_t hist = kernel - 1;
+  // Input row at relative time s (negative: from the window).
+  auto input = [&](int64_t s) { return s < 0 ? state + (hist + s) * channels : x + s * ldx; };
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * channels;
+    std::fill_n(o, channels, 0.0f);
+    for (int64_t i = 0; i < kernel; ++i) {
+      const float* row = input(t - hist + i);
+      const float* wi = w + i * channels;
+      for (int64_t c = 0; c < channels; ++c) o[c] += wi[c] * row[c];
+    }
+    for (int64_t c = 0; c < channels; ++c) o[c] = silu(o[c]);
+  }
+  // New window: the last K-1 inputs.
+  if (hist == 0) return;
+  if (n >= hist) {
+    for (int64_t r = 0; r < hist; ++r)
+      std::memcpy(state + r * channels, x + (n - hist + r) * ldx, static_cast<size_t>(channels) * sizeof(float));
+  } else {
+    std::memmove(state, state + n * channels, static_cast<size_t>((hist - n) * channels) * sizeof(float));
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(state + (hist - n + r) * channels, x + r * ldx, static_cast<size_t>(channels) * sizeof(float));
+  }
+}
+
+void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* S, float* const* history) {
+  constexpr int64_t kMaxDv = 4096;  // ModelConfig::validate bounds head dims by this
+  ZEN_CHECK(dv <= kMaxDv, "value head dim ", dv);
+  float delta[kMaxDv];
+  for (int64_t t = 0; t < n; ++t) {
+    const float* q = in.q + t * in.ld_qkv;
+    const float* k = in.k + t * in.ld_qkv;
+    const float* v = in.v + t * in.ld_qkv;
+    float* o = in.out + t * in.ld_out;
+    const float decay = std::exp(in.g[t * in.ld_gb]);
+    const float beta = in.beta[t * in.ld_gb];
+    // S *= decay; kv_mem = k^T S, accumulated in o
+    std::fill_n(o, dv, 0.0f);
+    for (int64_t kk = 0; kk < dk; ++kk) {
+      float* srow = S + kk * dv;
+      scale_inplace(srow, decay, dv);
+      kernels::axpy_f32(k[kk], srow, o, dv);
+    }
+    // S += k delta^T; out = q^T S (o is reused for the output, so delta moves aside).
+    for (int64_t d = 0; d < dv; ++d) delta[d] = (v[d] - o[d]) * beta;
+    std::fill_n(o, dv, 0.0f);
+    for (int64_t kk = 0; kk < dk; ++kk) {
+      float* srow = S + kk * dv;
+      kernels::axpy_f32(k[kk], delta, srow, dv);
+      kernels::axpy_f32(q[kk], srow, o, dv);
+    }
+    if (history != nullptr && history[t] != nullptr && history[t] != S)
+      std::memcpy(history[t], S, static_cast<size_t>(dk * dv) * sizeof(float));
+  }
+}
+
+int64_t chunk_scratch_floats(int64_t dk, int64_t dv) { return ChunkScratch::floats(dk, dv); }
+
+void chunked(const HeadInputs& in, int64_t n, int64_t pos0, int64_t dk, int64_t dv, float* state, float* scratch) {
+  ChunkScratch c(scratch, dk, dv);
+  int64_t t = 0;
+  while (t < n) {
+    const int64_t pos = pos0 + t;
+    const int64_t chunk_end = (pos / kGdnChunk + 1) * kGdnChunk;  // next absolute multiple
+    const int64_t L = std::min(n - t, chunk_end - pos);
+    if (L == 1) {
+      // A one-token chunk takes the recurrent step, exactly as decode does: then a prefill
+      // split at multiples of the chunk stays bit-identical even when a piece is one token.
+      HeadInputs one = in;
+      one.q += t * in.ld_qkv;
+      one.k += t * in.ld_qkv;
+      one.v += t * in.ld_qkv;
+      one.g += t * in.ld_gb;
+      one.beta += t * in.ld_gb;
+      one.out += t * in.ld_out;
+      recurrent(one, 1, dk, dv, state);
+    } else {
+      run_chunk(in, t, L, dk, dv, state, c);
+    }
+    t += L;
+  }
+}
+
+}  // namespace gdn
+
+std::vector<float> take_f32_vector(Checkpoint& c, const std::string& name, const std::vector<int64_t>& shape) {
+  const TensorView* t = c.take(name, shape);
+  if (t == nullptr) return {};
+  if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16) {
+    c.note_mismatch(name + ": dtype " + dtype_name(t->dtype) + " is not supported for vectors");
+    return {};
+  }
+  if (t->shape != shape) return {};  // recorded as a mismatch by take()
+  std::vector<float> out(static_cast<size_t>(t->numel()));
+  kernels::dequantize_row(t->dtype, t->data, out.data(), t->numel());
+  return out;
+}
+
+GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s, bool fused, const QuantConfig& quant) {
+  GdnWeights w;
+  w.fused = fused;
+  const int64_t H = s.hidden, Hv = s.num_v_heads, C = s.conv_dim(), K = s.conv_kernel;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return Linear::bind(c, prefix + name, {rows, cols}, quant);
+  };
+  if (fused) {
+    w.in_qkvz = matrix("in_proj_qkvz.weight", 2 * s.key_dim() + 2 * s.value_dim(), H);
+    w.in_ba = matrix("in_proj_ba.weight", 2 * Hv, H);
+  } else {
+    w.in_qkv = matrix("in_proj_qkv.weight", C, H);
+    w.in_z = matrix("in_proj_z.weight", s.value_dim(), H);
+    w.in_b = matrix("in_proj_b.weight", Hv, H);
+    w.in_a = matrix("in_proj_a.weight", Hv, H);
+  }
+  const std::vector<float> conv = take_f32_vector(c, prefix + "conv1d.weight", {C, 1, K});
+  if (!conv.empty()) {
+    w.conv_w.resize(static_cast<size_t>(K * C));
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t i = 0; i < K; ++i) w.conv_w[i * C + ch] = conv[ch * K + i];
+  }
+  const std::vector<float> a_log = take_f32_vector(c, prefix + "A_log", {Hv});
+  for (float x : a_log) w.neg_A.push_back(-std::exp(x));
+  w.dt_bias = take_f32_vector(c, prefix + "dt_bias", {Hv});
+  w.norm = take_f32_vector(c, prefix + "norm.weight", {s.v_head_dim});
+  w.out = matrix("out_proj.weight", H, s.value_dim());
+  return w;
+}
+
+namespace {
+
+template <typename T>
+void grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// Splits the fused projections of Qwen3-Next into the Qwen3.5 layout:
+// qkvz [n, Hk * (2Dk + 2rDv)] -> mixed [n, conv_dim] (q heads | k heads | v heads), z [n, Hv*Dv];
+// ba [n, Hk * 2r] -> b, a [n, Hv].
+void unfuse(const GdnShape& s, int64_t n, GdnScratch& sc) {
+  const int64_t Hk = s.num_k_heads, Dk = s.k_head_dim, Dv = s.v_head_dim, r = s.group();
+  const int64_t group_width = 2 * Dk + 2 * r * Dv, qkvz = Hk * group_width, C = s.conv_dim();
+  const int64_t key_dim = s.key_dim(), value_dim = s.value_dim(), Hv = s.num_v_heads;
+  const auto fsz = sizeof(float);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* src = &sc.proj[t * qkvz];
+    float* mixed = &sc.mixed[t * C];
+    float* z = &sc.z[t * value_dim];
+    for (int64_t g = 0; g < Hk; ++g) {
+      const float* grp = src + g * group_width;
+      std::memcpy(mixed + g * Dk, grp, Dk * fsz);
+      std::memcpy(mixed + key_dim + g * Dk, grp + Dk, Dk * fsz);
+      std::memcpy(mixed + 2 * key_dim + g * r * Dv, grp + 2 * Dk, r * Dv * fsz);
+      std::memcpy(z + g * r * Dv, grp + 2 * Dk + r * Dv, r * Dv * fsz);
+    }
+    const float* ba = &sc.ba[t * 2 * Hv];
+    for (int64_t g = 0; g < Hk; ++g) {
+      std::memcpy(&sc.b[t * Hv + g * r], ba + g * 2 * r, r * fsz);
+      std::memcpy(&sc.a[t * Hv + g * r], ba + g * 2 * r + r, r * fsz);
+    }
+  }
+}
+
+}  // namespace
+
+void gdn_forward(const GdnWeights& w, const GdnShape& s, int64_t state_offset, const ForwardBatch& batch,
+                 const FlatBatch& flat, const float* xn, float* y, GdnMode mode, GdnScratch& sc,
+                 ThreadPool& pool) {
+  const int64_t n = flat.size();
+  const auto N = static_cast<size_t>(n);
+  const int64_t C = s.conv_dim(), Hv = s.num_v_heads, Hk = s.num_k_heads;
+  const int64_t Dk = s.k_head_dim, Dv = s.v_head_dim, VD = s.value_dim(), KD = s.key_dim();
+  const int64_t r = s.group();
+  if (batch.states == nullptr) fail("forward: a hybrid model needs a recurrent-state pool in the batch");
+
+  // 1. Input projections.
+  grow(sc.mixed, N * C);
+  grow(sc.conv, N * C);
+  grow(sc.z, N * VD);
+  grow(sc.b, N * Hv);
+  grow(sc.a, N * Hv);
+  grow(sc.g, N * Hv);
+  grow(sc.beta, N * Hv);
+  grow(sc.core, N * VD);
+  if (w.fused) {
+    grow(sc.proj, N * static_cast<size_t>(2 * KD + 2 * VD));
+    grow(sc.ba, N * 2 * Hv);
+    w.in_qkvz.matmul(xn, n, sc.proj.data(), pool);
+    w.in_ba.matmul(xn, n, sc.ba.data(), pool);
+    unfuse(s, n, sc);
+  } else {
+    w.in_qkv.matmul(xn, n, sc.mixed.data(), pool);
+    w.in_z.matmul(xn, n, sc.z.data(), pool);
+    w.in_b.matmul(xn, n, sc.b.data(), pool);
+    w.in_a.matmul(xn, n, sc.a.data(), pool);
+  }
+
+  // 2. Per sequence: the causal conv over its tokens, from and into its conv window.
+  const size_t seqs = batch.seqs.size();
+  sc.seq_start.assign(seqs + 1, 0);
+  for (size_t i = 0; i < seqs; ++i) sc.seq_start[i + 1] = sc.seq_start[i] + static_cast<int64_t>(batch.seqs[i].tokens.size());
+  const int64_t conv_floats = s.conv_state_floats();
+  for (size_t i = 0; i < seqs; ++i) {
+    const SeqSlice& seq = batch.seqs[i];
+    const int64_t t0 = sc.seq_start[i], len = sc.seq_start[i + 1] - t0;
+    float* window = batch.states->slot(seq.state_slot) + state_offset;
+    if (seq.state_history.empty()) {
+      gdn::conv1d_silu(&sc.mixed[t0 * C], C, len, C, s.conv_kernel, w.conv_w.data(), window, &sc.conv[t0 * C]);
+      continue;
+    }
+    for (int64_t t = 0; t < len; ++t) {  // one token at a time, recording each window
+      gdn::conv1d_silu(&sc.mixed[(t0 + t) * C], C, 1, C, s.conv_kernel, w.conv_w.data(), window,
+                       &sc.conv[(t0 + t) * C]);
+      const int32_t hist = seq.state_history[static_cast<size_t>(t)];
+      if (hist != seq.state_slot)
+        std::memcpy(batch.states->slot(hist) + state_offset, window, static_cast<size_t>(conv_floats) * sizeof(float));
+    }
+  }
+
+  // 3. Per token: l2-normalised q, k (q scaled), beta and the log decay g.
+  const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dk)));
+  pool.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* row = &sc.conv[t * C];
+      for (int64_t h = 0; h < Hk; ++h) {
+        float* q = row + h * Dk;
+        gdn::l2norm(q, Dk, q);
+        for (int64_t d = 0; d < Dk; ++d) q[d] *= q_scale;
+        gdn::l2norm(row + KD + h * Dk, Dk, row + KD + h * Dk);
+      }
+      for (int64_t h = 0; h < Hv; ++h) {
+        sc.beta[t * Hv + h] = 1.0f / (1.0f + std::exp(-sc.b[t * Hv + h]));
+        sc.g[t * Hv + h] = w.neg_A[h] * gdn::softplus(sc.a[t * Hv + h] + w.dt_bias[h]);
+      }
+    }
+  });
+
+  // 4. The delta rule, one (sequence, value head) per work item.
+  const int64_t scratch_floats = gdn::chunk_scratch_floats(Dk, Dv);
+  if (mode == GdnMode::Auto) grow(sc.chunk, static_cast<size_t>(pool.size() * scratch_floats));
+  const int64_t items = static_cast<int64_t>(seqs) * Hv;
+  size_t max_history = 0;
+  for (const SeqSlice& seq : batch.seqs) max_history = std::max(max_history, seq.state_history.size());
+  grow(sc.history, static_cast<size_t>(pool.size()) * max_history);
+  pool.parallel_for(items, [&](int64_t begin, int64_t end, int thread) {
+    float** history = sc.history.data() + static_cast<size_t>(thread) * max_history;
+    for (int64_t item = begin; item < end; ++item) {
+      const auto i = static_cast<size_t>(item / Hv);
+      const int64_t h = item % Hv, kh = h / r;
+      const SeqSlice& seq = batch.seqs[i];
+      const int64_t t0 = sc.seq_start[i], len = sc.seq_start[i + 1] - t0;
+      float* state = batch.states->slot(seq.state_slot) + state_offset + conv_floats + h * Dk * Dv;
+      const float* row = &sc.conv[t0 * C];
+      const gdn::HeadInputs in{row + kh * Dk, row + KD + kh * Dk, row + 2 * KD + h * Dv, C,
+                               &sc.g[t0 * Hv + h], &sc.beta[t0 * Hv + h], Hv, &sc.core[t0 * VD + h * Dv], VD};
+      if (!seq.state_history.empty()) {
+        for (size_t t = 0; t < seq.state_history.size(); ++t)
+          history[t] = batch.states->slot(seq.state_history[t]) + state_offset + conv_floats + h * Dk * Dv;
+        gdn::recurrent(in, len, Dk, Dv, state, history);
+      } else if (mode == GdnMode::Recurrent || len == 1) {
+        gdn::recurrent(in, len, Dk, Dv, state);
+      } else {
+        gdn::chunked(in, len, seq.pos, Dk, Dv, state, &sc.chunk[static_cast<size_t>(thread * scratch_floats)]);
+      }
+    }
+  });
+
+  // 5. Gated RMSNorm per (token, value head): rmsnorm(o) * w * silu(z); then out_proj.
+  pool.parallel_for(n * Hv, [&](int64_t begin, int64_t end, int) {
+    for (int64_t item = begin; item < end; ++item) {
+      float* o = &sc.core[item * Dv];  // [t, h] rows are contiguous: item = t * Hv + h
+      kernels::rmsnorm(o, w.norm.data(), s.eps, Dv, o);
+      kernels::silu_mul(&sc.z[item * Dv], o, Dv, o);
+    }
+  });
+  w.out.matmul(sc.core.data(), n, y, pool);
+}
+
+}  // namespace zen

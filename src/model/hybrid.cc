@@ -1,0 +1,314 @@
+#include "model/hybrid.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "base/error.h"
+#include "kernels/cpu/ops.h"
+#include "model/state_cache.h"
+
+namespace zen {
+namespace {
+
+// Zero-centred gains are stored as w and applied as (1 + w); convert once at load (f32, as
+// HF's `1.0 + weight.float()`).
+std::vector<float> one_plus(std::vector<float> w) {
+  for (float& x : w) x = 1.0f + x;
+  return w;
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+HybridModel::HybridModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok,
+                         int n_threads, bool strict)
+    : ckpt_(std::move(ckpt)),
+      cfg_(std::move(cfg)),
+      gdn_shape_(GdnShape::from_config(cfg_)),
+      tok_(std::move(tok)),
+      pool_(n_threads),
+      rope_(cfg_) {
+  if (!cfg_.zero_centered_norm || !cfg_.attn_output_gate)
+    fail("hybrid model: ", cfg_.architecture, " config lacks zero-centred norms or the attention output gate");
+  bind_weights(strict);
+}
+
+void HybridModel::bind_weights(bool strict) {
+  Checkpoint& c = *ckpt_;
+  const std::string& root = cfg_.text_prefix;  // "model." or "model.language_model."
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  const QuantConfig quant = QuantConfig::from_checkpoint(c);
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return Linear::bind(c, name, {rows, cols}, quant);
+  };
+  auto gain = [&](const std::string& name, int64_t n) { return one_plus(take_f32_vector(c, name, {n})); };
+
+  embed_ = matrix(root + "embed_tokens.weight", V, H);
+  final_norm_ = gain(root + "norm.weight", H);
+  if (cfg_.tie_word_embeddings && !c.has("lm_head.weight")) {
+    lm_head_ = embed_;
+  } else if (cfg_.tie_word_embeddings) {
+    c.ignore("lm_head\\.weight", "tied to the embedding (tie_word_embeddings)");
+    lm_head_ = embed_;
+  } else {
+    lm_head_ = matrix("lm_head.weight", V, H);
+  }
+  c.ignore(R"(model\.visual\..*)", "vision tower (the engine runs the text decoder only)");
+
+  int64_t state_offset = 0;
+  layers_.resize(static_cast<size_t>(cfg_.num_layers));
+  for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+    HybridLayer& L = layers_[static_cast<size_t>(i)];
+    const bool linear = !cfg_.is_full_attention(i);
+    bind_layer(L, root + "layers." + std::to_string(i) + ".", linear, cfg_.is_sparse_layer(i), quant);
+    if (linear) {
+      L.state_offset = state_offset;
+      state_offset += gdn_shape_.state_floats();
+    }
+  }
+  bind_mtp(quant);
+  ZEN_CHECK(state_offset == recurrent_state_floats(cfg_), "state layout ", state_offset, " vs ",
+            recurrent_state_floats(cfg_));
+  const LoadVerdict verdict = c.verdict();
+  complete_ = verdict.missing.empty() && verdict.mismatched.empty();
+  if (strict) c.require_clean();
+}
+
+void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, bool sparse, const QuantConfig& quant) {
+  Checkpoint& c = *ckpt_;
+  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, hd = cfg_.head_dim;
+  const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return Linear::bind(c, name, {rows, cols}, quant);
+  };
+  auto gain = [&](const std::string& name, int64_t n) { return one_plus(take_f32_vector(c, name, {n})); };
+  L.linear = linear;
+  L.attn_norm = gain(p + "input_layernorm.weight", H);
+  if (linear) {
+    L.gdn = bind_gdn(c, p + "linear_attn.", gdn_shape_, cfg_.linear_fused_projections, quant);
+  } else {
+    const std::string a = p + "self_attn.";
+    L.attn.wq = matrix(a + "q_proj.weight", nh * 2 * hd, H);
+    L.attn.wk = matrix(a + "k_proj.weight", nkv * hd, H);
+    L.attn.wv = matrix(a + "v_proj.weight", nkv * hd, H);
+    L.attn.wo = matrix(a + "o_proj.weight", H, nh * hd);
+    L.attn.q_norm = gain(a + "q_norm.weight", hd);
+    L.attn.k_norm = gain(a + "k_norm.weight", hd);
+  }
+  L.ffn_norm = gain(p + "post_attention_layernorm.weight", H);
+  if (sparse) {
+    L.sparse = true;
+    L.moe = bind_moe(c, p + "mlp", cfg_, quant);
+    return;
+  }
+  L.w_gate = matrix(p + "mlp.gate_proj.weight", I, H);
+  L.w_up = matrix(p + "mlp.up_proj.weight", I, H);
+  L.w_down = matrix(p + "mlp.down_proj.weight", H, I);
+}
+
+// The MTP head binds when mtp.fc.weight exists; without it the head cannot run, and its other
+// tensors (often shipped anyway) are ignored by a rule that names the missing projection.
+void HybridModel::bind_mtp(const QuantConfig& quant) {
+  Checkpoint& c = *ckpt_;
+  bool any = false;
+  for (const std::string& name : c.tensor_names()) any = any || name.starts_with("mtp.");
+  if (!any) {
+    mtp_status_ = "absent (no mtp.* tensors)";
+    return;
+  }
+  if (!c.has("mtp.fc.weight")) {
+    mtp_status_ = "unavailable (missing mtp.fc.weight)";
+    c.ignore(R"(mtp\..*)", "MTP head unavailable: mtp.fc.weight is missing");
+    return;
+  }
+  const int64_t H = cfg_.hidden_size;
+  auto gain = [&](const std::string& name) { return one_plus(take_f32_vector(c, name, {H})); };
+  mtp_.fc = Linear::bind(c, "mtp.fc.weight", {H, 2 * H}, quant);
+  mtp_.norm_embedding = gain("mtp.pre_fc_norm_embedding.weight");
+  mtp_.norm_hidden = gain("mtp.pre_fc_norm_hidden.weight");
+  mtp_.norm = gain("mtp.norm.weight");
+  bind_layer(mtp_.layer, "mtp.layers.0.", /*linear=*/false, /*sparse=*/cfg_.num_experts > 0, quant);
+  mtp_available_ = true;
+  mtp_status_ = "available (1 layer)";
+}
+
+ModelConfig HybridModel::mtp_kv_config() const {
+  ModelConfig c = cfg_;
+  c.num_layers = 1;
+  c.layer_types = {"full_attention"};
+  return c;
+}
+
+void HybridModel::ensure_buffers(int64_t n) {
+  if (n <= cap_tokens_) return;
+  const auto N = static_cast<size_t>(n);
+  const auto H = static_cast<size_t>(cfg_.hidden_size), I = static_cast<size_t>(cfg_.intermediate_size);
+  const auto q_dim = static_cast<size_t>(cfg_.num_heads * cfg_.head_dim);
+  const auto kv_dim = static_cast<size_t>(cfg_.num_kv_heads * cfg_.head_dim);
+  x_.resize(N * H);
+  xn_.resize(N * H);
+  tmp_.resize(N * H);
+  qg_.resize(N * 2 * q_dim);
+  q_.resize(N * q_dim);
+  gate_.resize(N * std::max(I, q_dim));
+  attn_.resize(N * q_dim);
+  k_.resize(N * kv_dim);
+  v_.resize(N * kv_dim);
+  up_.resize(N * I);
+  mtp_in_.resize(N * 2 * H);
+  cos_.resize(N * static_cast<size_t>(rope_.dim() / 2));
+  sin_.resize(cos_.size());
+  cap_tokens_ = n;
+}
+
+// Checks the batch's state slots and zeroes those of sequences that start at position 0.
+void HybridModel::prepare_states(const ForwardBatch& batch) {
+  if (batch.states == nullptr) fail("forward: a hybrid model needs a recurrent-state pool in the batch");
+  if (batch.states->floats_per_slot() != recurrent_state_floats(cfg_))
+    fail("forward: recurrent-state slots hold ", batch.states->floats_per_slot(), " floats, the model needs ",
+         recurrent_state_floats(cfg_));
+  std::set<int32_t> used;  // every slot the batch writes: states, then history targets
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    const SeqSlice& seq = batch.seqs[s];
+    if (seq.state_slot < 0 || seq.state_slot >= batch.states->num_slots())
+      fail("forward: sequence ", s, " has state slot ", seq.state_slot, " outside [0, ", batch.states->num_slots(), ")");
+    if (!used.insert(seq.state_slot).second)
+      fail("forward: state slot ", seq.state_slot, " is used twice in one batch");
+  }
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    const SeqSlice& seq = batch.seqs[s];
+    for (size_t i = 0; i < seq.state_history.size(); ++i) {
+      const int32_t h = seq.state_history[i];
+      if (h < 0 || h >= batch.states->num_slots())
+        fail("forward: sequence ", s, " has state-history slot ", h, " outside [0, ", batch.states->num_slots(), ")");
+      // The sequence's own slot may only receive the state after its last token (it gets it anyway).
+      const bool own_last = h == seq.state_slot && i + 1 == seq.state_history.size();
+      if (!own_last && !used.insert(h).second)
+        fail("forward: state-history slot ", h, " of sequence ", s, " is also written by another state or token");
+    }
+  }
+  for (const SeqSlice& seq : batch.seqs)
+    if (seq.pos == 0) batch.states->zero(seq.state_slot);
+}
+
+void HybridModel::forward(const ForwardBatch& batch, float* logits) {
+  if (!complete_) fail("the model was loaded with missing or mismatched tensors and cannot run");
+  if (batch.kv == nullptr) fail("forward: the batch has no KV pool");
+  flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
+  const int64_t n = flat_.size();
+  if (n == 0) return;
+  prepare_states(batch);
+  const int64_t H = cfg_.hidden_size;
+  ensure_buffers(n);
+
+  for (int64_t t = 0; t < n; ++t) embed_.dequantize_row(flat_.ids[static_cast<size_t>(t)], &x_[t * H]);
+  const int64_t half = rope_.dim() / 2;
+  for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
+
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const HybridLayer& L = layers_[l];
+    for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.attn_norm.data(), eps, H, &xn_[t * H]);
+    if (L.linear) linear_block(L, batch);
+    else attention_block(L.attn, cfg_.kv_layer_index(static_cast<int64_t>(l)), batch);
+    kernels::add_inplace(x_.data(), tmp_.data(), n * H);
+    mlp_block(L, n);
+  }
+
+  const auto rows = static_cast<int64_t>(flat_.logit_row.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
+    kernels::rmsnorm(&x_[t * H], final_norm_.data(), eps, H, &xn_[r * H]);
+  }
+  lm_head_.matmul(xn_.data(), rows, logits, pool_);
+  last_rows_ = rows;
+}
+
+void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits) {
+  if (!mtp_available_) fail("the MTP head cannot run: ", mtp_status_);
+  if (!complete_) fail("the model was loaded with missing or mismatched tensors and cannot run");
+  if (batch.kv == nullptr || batch.kv->num_layers() != 1)
+    fail("mtp_forward: the batch needs a one-layer KV pool (HybridModel::mtp_kv_config)");
+  flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
+  const int64_t n = flat_.size(), H = cfg_.hidden_size;
+  if (n == 0) return;
+  ensure_buffers(n);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  // x = fc([norm_e(embed(t_{i+1})); norm_h(h_i)])
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = &mtp_in_[t * 2 * H];
+    embed_.dequantize_row(flat_.ids[static_cast<size_t>(t)], &tmp_[t * H]);
+    kernels::rmsnorm(&tmp_[t * H], mtp_.norm_embedding.data(), eps, H, row);
+    kernels::rmsnorm(hidden + t * H, mtp_.norm_hidden.data(), eps, H, row + H);
+  }
+  mtp_.fc.matmul(mtp_in_.data(), n, x_.data(), pool_);
+  const int64_t half = rope_.dim() / 2;
+  for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
+  const HybridLayer& L = mtp_.layer;
+  for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.attn_norm.data(), eps, H, &xn_[t * H]);
+  attention_block(L.attn, /*kv_layer=*/0, batch);
+  kernels::add_inplace(x_.data(), tmp_.data(), n * H);
+  mlp_block(L, n);
+  const auto rows = static_cast<int64_t>(flat_.logit_row.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
+    kernels::rmsnorm(&x_[t * H], mtp_.norm.data(), eps, H, &xn_[r * H]);
+  }
+  lm_head_.matmul(xn_.data(), rows, logits, pool_);
+  last_rows_ = 0;  // xn_ no longer holds the target's hidden states
+}
+
+void HybridModel::linear_block(const HybridLayer& L, const ForwardBatch& batch) {
+  gdn_forward(L.gdn, gdn_shape_, L.state_offset, batch, flat_, xn_.data(), tmp_.data(), gdn_mode_, gdn_scratch_,
+              pool_);
+}
+
+// xn_ holds the normed input; leaves the block's output in tmp_.
+void HybridModel::attention_block(const GatedAttentionWeights& A, int kv_layer, const ForwardBatch& batch) {
+  const int64_t n = flat_.size();
+  const int64_t hd = cfg_.head_dim, nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
+  const int64_t q_dim = nh * hd, kv_dim = nkv * hd;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  A.wq.matmul(xn_.data(), n, qg_.data(), pool_);  // [n, nh, 2, hd]
+  A.wk.matmul(xn_.data(), n, k_.data(), pool_);
+  A.wv.matmul(xn_.data(), n, v_.data(), pool_);
+  const int64_t half = rope_.dim() / 2;
+  for (int64_t t = 0; t < n; ++t) {
+    float* q = &q_[t * q_dim];
+    float* gate = &gate_[t * q_dim];
+    float* k = &k_[t * kv_dim];
+    for (int64_t h = 0; h < nh; ++h) {
+      const float* src = &qg_[(t * nh + h) * 2 * hd];
+      kernels::rmsnorm(src, A.q_norm.data(), eps, hd, q + h * hd);
+      std::copy(src + hd, src + 2 * hd, gate + h * hd);
+    }
+    for (int64_t h = 0; h < nkv; ++h) kernels::rmsnorm(k + h * hd, A.k_norm.data(), eps, hd, k + h * hd);
+    rope_.apply(q, nh, hd, &cos_[t * half], &sin_[t * half]);
+    rope_.apply(k, nkv, hd, &cos_[t * half], &sin_[t * half]);
+  }
+  store_kv(*batch.kv, kv_layer, batch, flat_, k_.data(), v_.data(), kv_dim);
+  const AttentionShape shape{nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  paged_attention(*batch.kv, kv_layer, batch, flat_, shape, q_.data(), attn_.data(), pool_, scores_);
+  for (int64_t i = 0; i < n * q_dim; ++i) attn_[i] *= sigmoid(gate_[i]);
+  A.wo.matmul(attn_.data(), n, tmp_.data(), pool_);
+}
+
+void HybridModel::mlp_block(const HybridLayer& L, int64_t n) {
+  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
+  if (L.sparse) {
+    moe_forward(L.moe, xn_.data(), n, tmp_.data(), pool_, moe_scratch_);
+    kernels::add_inplace(x_.data(), tmp_.data(), n * H);
+    return;
+  }
+  L.w_gate.matmul(xn_.data(), n, gate_.data(), pool_);
+  L.w_up.matmul(xn_.data(), n, up_.data(), pool_);
+  kernels::silu_mul(gate_.data(), up_.data(), n * I, gate_.data());
+  L.w_down.matmul(gate_.data(), n, tmp_.data(), pool_);
+  kernels::add_inplace(x_.data(), tmp_.data(), n * H);
+}
+
+}  // namespace zen

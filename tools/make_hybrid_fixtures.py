@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Builds tiny random-weight hybrid (Gated DeltaNet + gated attention) checkpoints and their
+transformers reference outputs: Qwen3.5 (text-only and composite with a vision tower) and
+Qwen3-Next.
+
+Same layout as tools/make_model_fixtures.py (whose helpers it uses):
+  tests/fixtures/models/<name>/{config.json, generation_config.json, model.safetensors}
+  tests/fixtures/models/<name>.reference.safetensors
+      "prompt" I32 [T], "logits" F32 [T, V], "greedy" I32 [16]
+Variants with an MTP head (Qwen3.5's mtp.* tensors, which transformers does not run) also get
+  "mtp_logits" F32 [T-1, V]: the head's logits at positions 0..T-2, built here from
+  transformers' own modules following vLLM's qwen3_5_mtp: x = fc([norm_e(embed(t_{i+1}));
+  norm_h(h_i)]) with h_i the target's final-normed hidden state (the lm_head input), one
+  full-attention decoder layer (own KV, position i), final norm, the shared lm_head.
+Prompts are PROMPT_LEN = 150 tokens, so the chunked delta rule (chunks of 64) crosses two
+chunk boundaries and ends in a partial chunk. Float32 weights, eager attention, CPU.
+Rerunning reproduces byte-identical files (fixed seeds, one CPU thread).
+Run: .venv-tools/bin/python tools/make_hybrid_fixtures.py [--out tests/fixtures/models]
+"""
+import argparse
+import dataclasses
+import math
+import os
+import shutil
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import save_file
+from transformers import GenerationConfig
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_model_fixtures as base  # noqa: E402  (prompt_ids, full_logits, greedy, ...)
+
+PROMPT_LEN = 150
+GREEDY_STEPS = 16
+MIN_GREEDY_MARGIN = 0.05
+MAX_SEED_TRIES = 50
+
+
+@dataclasses.dataclass
+class Variant:
+    name: str
+    kind: str       # "qwen3_5_text", "qwen3_5_composite", "qwen3_next"
+    config: dict    # text config overrides
+    seed: int
+    dtype: str = "float32"  # stored weights (the reference computes in f32 either way)
+    mtp: bool = False       # add an MTP head (mtp.* tensors) and its reference logits
+
+
+def text_config(kind, **overrides):
+    """4 layers: 3 GDN + 1 gated attention. Grouped value heads (Hv = 2 Hk), Dk != Dv so a
+    mix-up of the two fails; head_dim 16 with partial rotary 0.25 rotates 4 entries."""
+    common = dict(vocab_size=96, hidden_size=32, intermediate_size=32, num_hidden_layers=4,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                  max_position_embeddings=512, rms_norm_eps=1e-6, hidden_act="silu",
+                  bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                  linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+                  linear_value_head_dim=8, linear_conv_kernel_dim=4,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                   "partial_rotary_factor": 0.25})
+    if kind == "qwen3_next":
+        # Dense MLP in every layer (num_experts = 0) unless the variant sets experts.
+        common.update(num_experts=0, mlp_only_layers=[0, 1, 2, 3], decoder_sparse_step=1)
+    if kind in ("qwen3_next", "qwen3_5_moe_text"):
+        common.update(moe_intermediate_size=16, shared_expert_intermediate_size=24,
+                      num_experts_per_tok=2)
+    common.update(overrides)
+    return common
+
+
+VARIANTS = [
+    # layer_types from full_attention_interval (every 4th layer full attention).
+    Variant("qwen3_5_text_f32", "qwen3_5_text", {"full_attention_interval": 4}, seed=501, mtp=True),
+    # Explicit layer_types, attention first; a vision tower the engine must ignore by rule;
+    # tied embeddings at the composite's top level.
+    Variant("qwen3_5_vl_f32", "qwen3_5_composite",
+            {"layer_types": ["full_attention", "linear_attention", "linear_attention",
+                             "full_attention"]}, seed=502),
+    Variant("qwen3_next_f32", "qwen3_next", {"full_attention_interval": 2}, seed=601),
+    # Real Qwen3-Next MLPs: 4 experts, top-2, shared expert with its sigmoid gate; layer 1
+    # dense by mlp_only_layers; norm_topk_prob off (not the default) so a parser that ignores
+    # it fails. Stored bf16 to stay small.
+    Variant("qwen3_next_moe_bf16", "qwen3_next",
+            {"num_experts": 4, "mlp_only_layers": [1], "norm_topk_prob": False},
+            seed=602, dtype="bfloat16"),
+    # Qwen3.5-MoE (text): every layer sparse, top-k always renormalised.
+    Variant("qwen3_5_moe_bf16", "qwen3_5_moe_text", {"num_experts": 4}, seed=701,
+            dtype="bfloat16"),
+]
+
+
+def make_model(variant):
+    cfg = text_config(variant.kind, **variant.config)
+    if variant.kind == "qwen3_5_composite":
+        cfg["tie_word_embeddings"] = True  # as the top level: HF's text-only loader reads this one
+    if variant.kind == "qwen3_5_text":
+        config = transformers.Qwen3_5TextConfig(**cfg)
+        model_cls = transformers.Qwen3_5ForCausalLM
+    elif variant.kind == "qwen3_5_composite":
+        vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2,
+                      out_hidden_size=32, patch_size=4, temporal_patch_size=2,
+                      spatial_merge_size=2, num_position_embeddings=16)
+        config = transformers.Qwen3_5Config(text_config=cfg, vision_config=vision,
+                                            tie_word_embeddings=True)
+        model_cls = transformers.Qwen3_5ForConditionalGeneration
+    elif variant.kind == "qwen3_5_moe_text":
+        cfg.pop("intermediate_size")
+        config = transformers.Qwen3_5MoeTextConfig(**cfg)
+        model_cls = transformers.Qwen3_5MoeForCausalLM
+    elif variant.kind == "qwen3_next":
+        config = transformers.Qwen3NextConfig(**cfg)
+        model_cls = transformers.Qwen3NextForCausalLM
+    else:
+        raise ValueError(variant.kind)
+    config._attn_implementation = "eager"
+    return config, model_cls
+
+
+def init_weights(model, seed):
+    """Spread logits; decays moderate enough that the state carries across a 64-token chunk."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if name.endswith("linear_attn.norm.weight"):      # gated RMSNorm: plain gain
+                value = 1.0 + 0.2 * torch.randn(p.shape, generator=gen)
+            elif name.endswith("norm.weight"):                # zero-centred gains (1 + w)
+                value = 0.2 * torch.randn(p.shape, generator=gen)
+            elif name.endswith("A_log"):
+                value = torch.log(0.02 + 0.28 * torch.rand(p.shape, generator=gen))
+            elif name.endswith("dt_bias"):
+                value = 0.5 * torch.randn(p.shape, generator=gen)
+            elif name.endswith("conv1d.weight"):
+                value = 0.5 * torch.randn(p.shape, generator=gen)
+            elif "embed_tokens" in name or "lm_head" in name:
+                value = 0.5 * torch.randn(p.shape, generator=gen)
+            elif name.endswith(".bias"):
+                value = 0.2 * torch.randn(p.shape, generator=gen)
+            else:
+                value = 0.2 * torch.randn(p.shape, generator=gen)
+            p.copy_(value)
+
+
+def build_and_save(variant, folder, seed):
+    config, model_cls = make_model(variant)
+    torch.manual_seed(seed)
+    model = model_cls(config).eval()
+    init_weights(model, seed)
+    if getattr(config, "tie_word_embeddings", False):
+        model.tie_weights()
+    model = model.to(getattr(torch, variant.dtype))
+    model.config.dtype = variant.dtype
+    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, do_sample=False)
+    if os.path.isdir(folder):
+        shutil.rmtree(folder)
+    model.save_pretrained(folder)
+
+
+def load_f32(variant, folder):
+    """The checkpoint reloaded by the class that wrote it (the composite one for VL)."""
+    _, model_cls = make_model(variant)
+    return model_cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+
+
+class MtpHead(torch.nn.Module):
+    """vLLM's Qwen3_5MultiTokenPredictor from transformers' modules (one layer)."""
+
+    def __init__(self, config, full_layer_idx):
+        super().__init__()
+        q35 = transformers.models.qwen3_5.modeling_qwen3_5
+        H = config.hidden_size
+        self.fc = torch.nn.Linear(2 * H, H, bias=False)
+        self.pre_fc_norm_embedding = q35.Qwen3_5RMSNorm(H, eps=config.rms_norm_eps)
+        self.pre_fc_norm_hidden = q35.Qwen3_5RMSNorm(H, eps=config.rms_norm_eps)
+        self.layers = torch.nn.ModuleList([q35.Qwen3_5DecoderLayer(config, full_layer_idx)])
+        self.norm = q35.Qwen3_5RMSNorm(H, eps=config.rms_norm_eps)
+        assert self.layers[0].block_type == "full_attention"
+
+
+def add_mtp(variant, folder, seed):
+    """Random MTP weights appended to model.safetensors as mtp.* (transformers ignores them)."""
+    model = load_f32(variant, folder)
+    config = model.config
+    full = config.layer_types.index("full_attention")
+    torch.manual_seed(seed + 7)
+    head = MtpHead(config, full).eval()
+    init_weights(head, seed + 7)
+    path = os.path.join(folder, "model.safetensors")
+    from safetensors.torch import load_file
+    tensors = load_file(path)
+    for name, p in head.state_dict().items():
+        tensors["mtp." + name] = p.detach().clone().contiguous()
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+@torch.no_grad()
+def mtp_logits(model, folder, prompt):
+    """The MTP head over the whole prompt: row i predicts token i+2 from h_i and token i+1."""
+    from safetensors.torch import load_file
+    config = model.config
+    head = MtpHead(config, config.layer_types.index("full_attention")).eval()
+    weights = {k[len("mtp."):]: v for k, v in load_file(os.path.join(folder, "model.safetensors")).items()
+               if k.startswith("mtp.")}
+    head.load_state_dict(weights)
+    ids = torch.from_numpy(prompt)[None]
+    out = model(input_ids=ids, use_cache=False, output_hidden_states=True)
+    hidden = out.hidden_states[-1][0]                 # final-normed: the lm_head input
+    T = ids.shape[1]
+    nxt = ids[0, 1:]
+    e = head.pre_fc_norm_embedding(model.model.embed_tokens(nxt))
+    h = head.pre_fc_norm_hidden(hidden[:T - 1])
+    x = head.fc(torch.cat([e, h], dim=-1))[None]      # [1, T-1, H]
+    positions = torch.arange(T - 1)[None]
+    cos_sin = model.model.rotary_emb(x, positions)
+    mask = torch.full((T - 1, T - 1), float("-inf")).triu(1)[None, None]
+    x = head.layers[0](x, position_embeddings=cos_sin, attention_mask=mask, position_ids=positions)
+    return model.lm_head(head.norm(x))[0].float()    # [T-1, V]
+
+
+def make_variant(variant, out_dir):
+    folder = os.path.join(out_dir, variant.name)
+    for attempt in range(MAX_SEED_TRIES):
+        seed = variant.seed + 1000 * attempt
+        build_and_save(variant, folder, seed)
+        if variant.mtp:
+            add_mtp(variant, folder, seed)
+        model = load_f32(variant, folder)
+        vocab = model.config.get_text_config().vocab_size
+        prompt = base.prompt_ids(seed, PROMPT_LEN, vocab)
+        tokens, margin = base.greedy(model, prompt, GREEDY_STEPS)
+        if margin >= MIN_GREEDY_MARGIN:
+            break
+    else:
+        sys.exit(f"{variant.name}: no seed gives a greedy margin >= {MIN_GREEDY_MARGIN}")
+    base.check_greedy_without_cache(model, prompt, tokens)
+    logits = base.full_logits(model, prompt)
+    tensors = {
+        "prompt": torch.from_numpy(prompt.astype(np.int32)),
+        "logits": logits.contiguous(),
+        "greedy": torch.tensor(tokens, dtype=torch.int32),
+    }
+    if variant.mtp:
+        tensors["mtp_logits"] = mtp_logits(model, folder, prompt).contiguous()
+    ref_path = os.path.join(out_dir, variant.name + ".reference.safetensors")
+    save_file(tensors, ref_path, metadata={"generator": (
+        f"tools/make_hybrid_fixtures.py seed={seed} transformers={transformers.__version__} "
+        f"torch={torch.__version__}")})
+    return dict(name=variant.name, seed=seed, vocab=vocab, margin=margin,
+                max_logit=float(logits.abs().max()), folder=folder, ref=ref_path)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
+                                                      "fixtures", "models"))
+    parser.add_argument("--only", nargs="*", help="variant names to (re)build")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    out_dir = os.path.normpath(args.out)
+    os.makedirs(out_dir, exist_ok=True)
+    start = time.time()
+    rows = [make_variant(v, out_dir) for v in VARIANTS if not args.only or v.name in args.only]
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}, "
+          f"{time.time() - start:.1f} s")
+    total = 0
+    for r in rows:
+        size = base.dir_bytes(r["folder"]) + os.path.getsize(r["ref"])
+        total += size
+        print(f"{r['name']:20} seed {r['seed']:5} vocab {r['vocab']:4} max|logit| "
+              f"{r['max_logit']:8.3f} margin {r['margin']:6.3f} bytes {size}")
+    print(f"total {total} bytes")
+
+
+if __name__ == "__main__":
+    main()
