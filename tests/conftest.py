@@ -22,3 +22,14 @@ def zen(*args, input=None, check=False, timeout=600):
 def need(path, what):
     if not pathlib.Path(path).exists():
         pytest.skip(f"{what} not present at {path}")
+
+
+@pytest.fixture(scope="session")
+def zen_server():
+    """One `zen serve` on the default model for every server test (started once: loading and
+    warming the model is the slow part)."""
+    need(DEFAULT_MODEL, "the default model")
+    from zen_server import ZenServer
+    server = ZenServer("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-num-seqs", "64")
+    yield server
+    server.stop()

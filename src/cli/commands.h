@@ -9,6 +9,7 @@ int tokenize_command(int argc, char** argv);
 int perplexity_command(int argc, char** argv);
 int inspect_command(int argc, char** argv);
 int bench_command(int argc, char** argv);
+int serve_command(int argc, char** argv);
 
 // --model, or the installed default model (ZEN_MODEL, then models/default/ beside the
 // binary's tree). Throws with setup instructions when none is found.

@@ -16,6 +16,7 @@ const char* kUsage =
     "  tokenize    print the token ids of a text\n"
     "  perplexity  perplexity of a model on a text file\n"
     "  inspect     describe a checkpoint and check it loads strictly\n"
+    "  serve       OpenAI-compatible HTTP server with a chat page (default http://127.0.0.1:30000/)\n"
     "  bench       offline serving benchmark: concurrency matrix and warm/cold prefix table\n"
     "run 'zen <command> --help' for its flags\n";
 
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
     if (command == "perplexity") return zen::cli::perplexity_command(argc, argv);
     if (command == "inspect") return zen::cli::inspect_command(argc, argv);
     if (command == "bench") return zen::cli::bench_command(argc, argv);
+    if (command == "serve") return zen::cli::serve_command(argc, argv);
     std::fprintf(stderr, "zen: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const zen::Error& e) {

@@ -1,0 +1,152 @@
+// zen serve: the OpenAI-compatible HTTP server over the serving engine.
+#include <signal.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "server/tool_parser.h"
+
+namespace zen::cli {
+namespace {
+
+// "8589934592", "8G", "512MiB", "1.5GB" (binary units) -> bytes.
+int64_t parse_byte_size(const std::string& flag, const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = used == 0 ? "?" : text.substr(used);
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") scale = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") scale = 1024.0 * 1024 * 1024;
+  if (scale == 0 || !(value > 0) || value * scale > 9e18)
+    fail("--", flag, " expects a size such as 4G, 512M or a byte count, got '", text, "'");
+  return static_cast<int64_t>(value * scale);
+}
+
+}  // namespace
+
+int serve_command(int argc, char** argv) {
+  Flags f("serve", {{"model", FlagKind::String, "model path: HF folder, .safetensors, or .gguf (default: the installed default model)", {}},
+                    {"host", FlagKind::String, "address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)", {}},
+                    {"port", FlagKind::Int, "port (default 30000; 0 picks a free one)", {}},
+                    {"served-model-name", FlagKind::String, "model name in the API (default: the model file's name)", {}},
+                    {"context-window", FlagKind::Int, "tokens per request, prompt + output (default: the model's)", {}},
+                    {"max-model-len", FlagKind::Int, "alias of --context-window", {}},
+                    {"kv-cache-quant", FlagKind::Choice, "KV cache precision (auto = f32 on the CPU)",
+                     {"auto", "f32", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"}},
+                    {"kv-memory", FlagKind::String, "KV cache size, e.g. 4G (default: a quarter of the available RAM)", {}},
+                    {"max-num-seqs", FlagKind::Int, "requests decoded together (default 64)", {}},
+                    {"max-num-batched-tokens", FlagKind::Int, "tokens per engine step (default 512)", {}},
+                    {"max-waiting", FlagKind::Int, "queued requests beyond which new ones get 429 (default 1024)", {}},
+                    {"no-prefix-cache", FlagKind::Bool, "do not reuse KV blocks of shared prompt prefixes", {}},
+                    {"api-key", FlagKind::String, "require 'Authorization: Bearer KEY' (default: $ZEN_API_KEY, else none)", {}},
+                    {"reasoning-parser", FlagKind::Choice, "split <think> reasoning into reasoning_content (default: qwen3 when the chat template thinks)",
+                     {"qwen3", "none"}},
+                    {"tool-call-parser", FlagKind::Choice, "tool-call format (default: detected from the chat template)",
+                     {"qwen3_xml", "hermes", "none"}},
+                    {"enable-auto-tool-choice", FlagKind::Bool, "accepted for vLLM compatibility: tool_choice auto is on whenever a tool-call parser is", {}},
+                    {"threads", FlagKind::Int, "worker threads (default: all cores)", {}},
+                    {"help", FlagKind::Bool, "show this help", {}}});
+  f.parse(argc, argv, 2);
+  if (f.flag("help")) {
+    std::fputs(f.usage().c_str(), stdout);
+    return 0;
+  }
+  if (!f.positional().empty()) fail("unexpected argument '", f.positional()[0], "' (the model goes in --model)");
+  if (f.has("context-window") && f.has("max-model-len")) fail("give --context-window or --max-model-len, not both");
+
+  EngineOptions eo;
+  eo.kv_dtype = parse_kv_cache_quant(f.str("kv-cache-quant", "auto"));
+  if (f.has("kv-memory")) eo.kv_memory_bytes = parse_byte_size("kv-memory", f.str("kv-memory"));
+  eo.context_window = f.integer("context-window", f.integer("max-model-len", 0));
+  eo.max_num_seqs = f.integer("max-num-seqs", 64);
+  eo.max_num_batched_tokens = f.integer("max-num-batched-tokens", 512);
+  eo.max_waiting = f.integer("max-waiting", 1024);
+  eo.prefix_cache = !f.flag("no-prefix-cache");
+  if (eo.context_window < 0) fail("--context-window must be positive, got ", eo.context_window);
+  if (eo.max_num_seqs < 1) fail("--max-num-seqs must be at least 1, got ", eo.max_num_seqs);
+  if (eo.max_num_batched_tokens < 1) fail("--max-num-batched-tokens must be at least 1, got ", eo.max_num_batched_tokens);
+  if (eo.max_waiting < 1) fail("--max-waiting must be at least 1, got ", eo.max_waiting);
+
+  const int64_t port = f.integer("port", 30000);
+  if (port < 0 || port > 65535) fail("--port must be in [0, 65535], got ", port);
+
+  // SIGINT / SIGTERM are taken by one thread that stops the server; blocked here, before the
+  // model's thread pool starts, so that every thread inherits the mask. A peer that hangs up
+  // must not kill the process with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  LoadOptions load;
+  load.n_threads = static_cast<int>(f.integer("threads", 0));
+  const std::string path = resolve_model_path(f.str("model"));
+  auto model = Model::load(path, load);
+  const Tokenizer& tok = *model->tokenizer();
+
+  server::ServerOptions so;
+  so.host = f.str("host", "127.0.0.1");
+  so.port = static_cast<int>(port);
+  // Default name: the file's stem, or its folder's name for generic stems (models/default/model.gguf).
+  const std::filesystem::path model_path = std::filesystem::weakly_canonical(path);
+  std::string default_name = model_path.stem().string();
+  if (default_name == "model" || default_name.empty() || std::filesystem::is_directory(model_path))
+    default_name = std::filesystem::is_directory(model_path) ? model_path.filename().string() : model_path.parent_path().filename().string();
+  so.model_name = f.str("served-model-name", default_name);
+  so.api_key = f.str("api-key");
+  if (so.api_key.empty())
+    if (const char* env = std::getenv("ZEN_API_KEY")) so.api_key = env;
+  const std::string reasoning = f.str("reasoning-parser", "");
+  so.parse_reasoning = reasoning.empty() ? tok.chat_template().find("<think>") != std::string::npos : reasoning == "qwen3";
+  const std::string tools = f.str("tool-call-parser", "");
+  so.tool_format = tools.empty() ? server::detect_tool_call_format(tok.chat_template()) : server::parse_tool_call_format(tools);
+
+  Engine engine(*model, eo);
+  server::Server server(engine, tok, so);
+  server.bind();
+  engine.start();
+  std::thread signal_waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    std::fprintf(stderr, "zen serve: signal %d, shutting down\n", sig);
+    engine.stop();  // requests in flight finish with "abort", so their streams end
+    server.stop();
+  });
+  signal_waiter.detach();
+
+  const std::string url = "http://" + (so.host == "0.0.0.0" ? std::string("127.0.0.1") : so.host) + ":" + std::to_string(server.port());
+  std::printf("model: %s (served as \"%s\")\n%s\ncontext window: %" PRId64 " tokens; reasoning parser: %s; tool-call parser: %s\n",
+              path.c_str(), so.model_name.c_str(), engine.describe().c_str(), engine.context_window(),
+              so.parse_reasoning ? "qwen3" : "none",
+              !so.tool_format ? "none" : *so.tool_format == server::ToolCallFormat::Hermes ? "hermes" : "qwen3_xml");
+  std::printf("\nChat page: %s/\nOpenAI API: %s/v1\n\nTry:\n  curl %s/v1/chat/completions -H 'Content-Type: application/json'%s \\\n"
+              "    -d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]}'\n\n",
+              url.c_str(), url.c_str(), url.c_str(), so.api_key.empty() ? "" : " -H \"Authorization: Bearer $ZEN_API_KEY\"",
+              so.model_name.c_str());
+  std::fflush(stdout);
+  server.run();
+  engine.stop();
+  return 0;
+}
+
+}  // namespace zen::cli

@@ -1,0 +1,9 @@
+// The chat page served at "/": one self-contained HTML document (no external resources).
+#pragma once
+#include <string_view>
+
+namespace zen::server {
+
+std::string_view chat_page_html();
+
+}  // namespace zen::server

@@ -1,0 +1,263 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "base/error.h"
+#include "server/api_error.h"
+#include "server/chat_page.h"
+#include "server/generation.h"
+#include "server/metrics.h"
+#include "server/prompt.h"
+#include "server/request.h"
+#include "server/responses.h"
+
+namespace zen::server {
+
+struct Server::Impl {
+  Engine& engine;
+  const Tokenizer& tok;
+  ServerOptions opt;
+  PromptBuilder prompts;
+  Metrics metrics;
+  httplib::Server http;
+  int bound_port = -1;
+  const int64_t started = static_cast<int64_t>(std::time(nullptr));
+
+  Impl(Engine& e, const Tokenizer& t, ServerOptions o)
+      : engine(e), tok(t), opt(std::move(o)), prompts(t, opt.tool_format) {}
+
+  void routes();
+  void send_error(httplib::Response& res, const ApiError& e);
+  // Runs a handler; every exception becomes an OpenAI error response.
+  template <typename F>
+  void guarded(httplib::Response& res, F&& handler);
+  bool authorized(const httplib::Request& req) const;
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void tokenize(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
+  void check_model(const std::string& model) const;
+};
+
+namespace {
+
+void send_json(httplib::Response& res, const ojson& j, int status = 200) {
+  res.status = status;
+  res.set_content(to_text(j), "application/json");
+}
+
+const char* error_type(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: return "service_unavailable";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+}  // namespace
+
+void Server::Impl::send_error(httplib::Response& res, const ApiError& e) {
+  metrics.http_error(e.status());
+  send_json(res, e.to_json(), e.status());
+}
+
+template <typename F>
+void Server::Impl::guarded(httplib::Response& res, F&& handler) {
+  try {
+    handler();
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  } catch (const Error& e) {
+    send_error(res, ApiError(400, "invalid_request_error", e.what()));
+  } catch (const std::exception& e) {
+    send_error(res, ApiError(500, "server_error", std::string("internal error: ") + e.what()));
+  }
+}
+
+bool Server::Impl::authorized(const httplib::Request& req) const {
+  if (opt.api_key.empty()) return true;
+  return req.get_header_value("Authorization") == "Bearer " + opt.api_key;
+}
+
+void Server::Impl::check_model(const std::string& model) const {
+  if (!model.empty() && model != opt.model_name)
+    throw ApiError(404, "not_found_error", "The model `" + model + "` does not exist (this server serves `" + opt.model_name + "`).", "model");
+}
+
+void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const ojson body = parse_json_body(req.body);
+  GenerationRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
+  check_model(r.model);
+  const BuiltPrompt prompt = chat ? prompts.chat(r) : prompts.completion(r);
+  const auto n_prompt = static_cast<int64_t>(prompt.ids.size());
+  if (!r.max_tokens_given) r.params.max_tokens = std::max<int64_t>(1, engine.context_window() - n_prompt);
+  // The model's end-of-turn tokens (<|im_end|>) end generation even when its config names
+  // only <|endoftext|> as EOS.
+  r.params.stop_token_ids = tok.stop_ids();
+
+  OutputOptions out;
+  out.stop = r.stop;
+  if (chat) {
+    out.parse_reasoning = opt.parse_reasoning;
+    out.starts_in_reasoning = prompt.starts_in_reasoning;
+    if (!r.tools.is_null() && r.tool_choice != ToolChoice::None) {
+      out.tool_format = opt.tool_format;
+      out.tools = r.tools;
+      out.tool_prefill = prompt.tool_prefill;
+    }
+  }
+  auto gen = std::make_shared<Generation>(r, prompt, std::move(out), tok, metrics, opt.model_name);
+  const AddResult added = engine.add(prompt.ids, r.params, [gen](const RequestUpdate& u) { gen->on_update(u); });
+  switch (added.status) {
+    case AddStatus::Ok: break;
+    case AddStatus::Invalid: throw ApiError(400, "invalid_request_error", added.message);
+    case AddStatus::TooLong: throw ApiError(400, "invalid_request_error", added.message, chat ? "messages" : "prompt");
+    case AddStatus::QueueFull: throw ApiError(429, "rate_limit_error", added.message);
+    case AddStatus::Stopped: throw ApiError(503, "service_unavailable", added.message);
+  }
+  Engine* engine_ptr = &engine;
+  const uint64_t id = added.id;
+  gen->set_abort([engine_ptr, id] { engine_ptr->abort(id); });
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      r.stream ? "text/event-stream" : "application/json",
+      [gen](size_t, httplib::DataSink& sink) {
+        // Runs outside the handler's guard: nothing may escape into httplib's worker thread.
+        try {
+          const bool ok = gen->pump([&sink](const std::string& text) { return sink.write(text.data(), text.size()); },
+                                    std::chrono::milliseconds(100));
+          if (!ok) return false;
+          if (gen->done()) sink.done();
+          return true;
+        } catch (const std::exception&) {
+          return false;  // the connection ends; the releaser aborts the engine request
+        }
+      },
+      [gen](bool) {
+        if (!gen->done()) gen->client_gone();
+      });
+}
+
+void Server::Impl::tokenize(const httplib::Request& req, httplib::Response& res) {
+  const ojson body = parse_json_body(req.body);
+  if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
+  std::vector<int32_t> ids;
+  if (body.contains("messages")) {
+    GenerationRequest r = parse_chat_request(body);
+    check_model(r.model);
+    ids = prompts.chat(r).ids;
+  } else {
+    auto p = body.find("prompt");
+    if (p == body.end() || !p->is_string()) invalid_param("prompt", "must be a string (or send 'messages')");
+    auto special = body.find("add_special_tokens");
+    if (special != body.end() && !special->is_boolean()) invalid_param("add_special_tokens", "must be a boolean");
+    if (auto m = body.find("model"); m != body.end()) {
+      if (!m->is_string()) invalid_param("model", "must be a string");
+      check_model(m->get<std::string>());
+    }
+    ids = prompts.tokenize(p->get<std::string>(), special == body.end() || special->get<bool>());
+  }
+  send_json(res, {{"count", ids.size()}, {"max_model_len", engine.context_window()}, {"tokens", ids}});
+}
+
+void Server::Impl::detokenize(const httplib::Request& req, httplib::Response& res) {
+  const ojson body = parse_json_body(req.body);
+  if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
+  auto t = body.find("tokens");
+  if (t == body.end() || !t->is_array()) invalid_param("tokens", "must be an array of token ids");
+  std::vector<int32_t> ids;
+  for (const auto& id : *t) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tok.vocab_size())
+      invalid_param("tokens", "must hold token ids in [0, ", tok.vocab_size(), ")");
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  send_json(res, {{"prompt", tok.decode(ids)}});
+}
+
+void Server::Impl::routes() {
+  http.set_payload_max_length(opt.max_body_bytes);
+  const int threads = opt.http_threads > 0 ? opt.http_threads
+                                           : static_cast<int>(std::max<int64_t>(64, 2 * engine.options().max_num_seqs + 32));
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
+    if (protected_path && !authorized(req)) {
+      send_error(res, ApiError(401, "authentication_error", "missing or wrong API key (send 'Authorization: Bearer KEY')"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // Statuses httplib sets itself (unknown route 404, oversized body 413, unparsable request
+  // 400) get an OpenAI error body too.
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = "cannot process " + req.method + " " + req.path + " (status " + std::to_string(res.status) + ")";
+    if (res.status == 404) message = "no route " + req.method + " " + req.path;
+    if (res.status == 413) message = "request body larger than " + std::to_string(opt.max_body_bytes) + " bytes";
+    metrics.http_error(res.status);
+    send_json(res, ApiError(res.status, error_type(res.status), message).to_json(), res.status);
+  });
+  http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    send_error(res, ApiError(500, "server_error", "internal error"));
+  });
+
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { generate(req, res, true); });
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { generate(req, res, false); });
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    ojson model = {{"id", opt.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "zen"},
+                   {"max_model_len", engine.context_window()}};
+    send_json(res, {{"object", "list"}, {"data", ojson::array({model})}});
+  });
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, {{"status", "ok"}}); });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(engine.stats(), opt.model_name), "text/plain; version=0.0.4");
+  });
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { tokenize(req, res); });
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { detokenize(req, res); });
+  });
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    const std::string_view page = chat_page_html();
+    res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+  });
+}
+
+Server::Server(Engine& engine, const Tokenizer& tok, ServerOptions options)
+    : impl_(std::make_unique<Impl>(engine, tok, std::move(options))) {
+  impl_->routes();
+}
+
+Server::~Server() = default;
+
+void Server::bind() {
+  Impl& m = *impl_;
+  if (m.opt.port == 0) {
+    m.bound_port = m.http.bind_to_any_port(m.opt.host.c_str());
+  } else if (m.http.bind_to_port(m.opt.host.c_str(), m.opt.port)) {
+    m.bound_port = m.opt.port;
+  }
+  if (m.bound_port <= 0) fail("cannot listen on ", m.opt.host, ":", m.opt.port, " (in use, or not an address of this machine)");
+}
+
+int Server::port() const { return impl_->bound_port; }
+
+void Server::run() {
+  if (impl_->bound_port <= 0) bind();
+  impl_->http.listen_after_bind();
+}
+
+void Server::stop() { impl_->http.stop(); }
+
+}  // namespace zen::server

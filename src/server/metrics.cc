@@ -1,0 +1,111 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+
+namespace zen::server {
+namespace {
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void header(std::string& out, const std::string& name, const std::string& help, const char* type) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void scalar(std::string& out, const std::string& name, const std::string& help, const char* type,
+            const std::string& labels, double value) {
+  header(out, name, help, type);
+  out += name + labels + " " + number(value) + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value, int64_t count) {
+  std::lock_guard lock(mu_);
+  size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i]) ++i;
+  counts_[i] += count;
+  sum_ += value * static_cast<double>(count);
+  count_ += count;
+}
+
+void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+  std::lock_guard lock(mu_);
+  header(out, name, help, "histogram");
+  int64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    const std::string le = i < bounds_.size() ? number(bounds_[i]) : "+Inf";
+    out += name + "_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += name + "_sum " + number(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+}
+
+Metrics::Metrics()
+    : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      itl_({0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.25, 0.5, 1, 2.5}),
+      e2e_({0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}) {}
+
+void Metrics::request_finished(const std::string& outcome, int64_t prompt_tokens, int64_t completion_tokens,
+                               double e2e_seconds) {
+  {
+    std::lock_guard lock(mu_);
+    ++requests_[outcome];
+    prompt_tokens_ += prompt_tokens;
+    completion_tokens_ += completion_tokens;
+  }
+  e2e_.observe(e2e_seconds);
+}
+
+void Metrics::http_error(int status) {
+  std::lock_guard lock(mu_);
+  ++http_errors_[status];
+}
+
+std::string Metrics::render(const EngineStats& s, const std::string& model_name) const {
+  std::string out;
+  const std::string model = "{model_name=\"" + model_name + "\"}";
+  {
+    std::lock_guard lock(mu_);
+    header(out, "zen_requests_total", "Finished generation requests by outcome.", "counter");
+    for (const char* outcome : {"stop", "length", "tool_calls", "abort", "error"}) {
+      auto it = requests_.find(outcome);
+      out += std::string("zen_requests_total{outcome=\"") + outcome + "\"} " +
+             std::to_string(it == requests_.end() ? 0 : it->second) + "\n";
+    }
+    header(out, "zen_http_errors_total", "Requests answered with an error status.", "counter");
+    for (const auto& [status, n] : http_errors_)
+      out += "zen_http_errors_total{status=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
+    scalar(out, "zen_prompt_tokens_total", "Prompt tokens of finished requests.", "counter", model,
+           static_cast<double>(prompt_tokens_));
+    scalar(out, "zen_generation_tokens_total", "Generated tokens of finished requests.", "counter", model,
+           static_cast<double>(completion_tokens_));
+  }
+  ttft_.render("zen_time_to_first_token_seconds", "Time from arrival to the first generated token.", out);
+  itl_.render("zen_inter_token_latency_seconds", "Time between consecutive generated tokens of a request.", out);
+  e2e_.render("zen_e2e_request_latency_seconds", "Time from arrival to the end of a request.", out);
+  scalar(out, "zen_num_requests_running", "Requests in the running batch.", "gauge", model, static_cast<double>(s.running));
+  scalar(out, "zen_num_requests_waiting", "Requests waiting to be scheduled.", "gauge", model, static_cast<double>(s.waiting));
+  const double usage = s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / static_cast<double>(s.kv_blocks_total) : 0.0;
+  scalar(out, "zen_kv_cache_usage_ratio", "Fraction of KV cache blocks in use.", "gauge", model, usage);
+  scalar(out, "zen_kv_cache_blocks_total", "KV cache blocks.", "gauge", model, static_cast<double>(s.kv_blocks_total));
+  const double hit = s.prompt_tokens > 0 ? static_cast<double>(s.cached_prompt_tokens) / static_cast<double>(s.prompt_tokens) : 0.0;
+  scalar(out, "zen_prefix_cache_hit_rate", "Prompt tokens served from the prefix cache / all prompt tokens.", "gauge", model, hit);
+  scalar(out, "zen_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.", "counter", model,
+         static_cast<double>(s.cached_prompt_tokens));
+  scalar(out, "zen_engine_prompt_tokens_total", "Prompt tokens prefilled or cached by the engine.", "counter", model,
+         static_cast<double>(s.prompt_tokens));
+  scalar(out, "zen_engine_generated_tokens_total", "Tokens generated by the engine (aborted requests too).", "counter",
+         model, static_cast<double>(s.generated_tokens));
+  scalar(out, "zen_preemptions_total", "Sequences preempted (recomputed later) for lack of KV blocks.", "counter", model,
+         static_cast<double>(s.preemptions));
+  scalar(out, "zen_engine_steps_total", "Engine steps that ran a forward pass.", "counter", model, static_cast<double>(s.steps));
+  return out;
+}
+
+}  // namespace zen::server

@@ -1,0 +1,144 @@
+"""`zen serve` under pressure: batching does not change greedy output, hostile bodies are all
+4xx without harming the server, and a bounded load run finishes every request.
+ZEN_SERVER_LOAD_SECONDS sets the load run's length (default 10; the issue's full run is 60)."""
+import concurrent.futures as futures
+import json
+import os
+import random
+import time
+
+PROMPTS = [f"Write one sentence about the number {i}." for i in range(32)]
+
+
+def stream_text(client, model, prompt, max_tokens):
+    text = ""
+    for chunk in client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
+                                                max_tokens=max_tokens, temperature=0, stream=True):
+        for c in chunk.choices:
+            text += c.delta.content or ""
+    return text
+
+
+def test_32_parallel_greedy_streams_equal_sequential(zen_server):
+    client = zen_server.client()
+    one_by_one = [stream_text(client, zen_server.model, p, 6) for p in PROMPTS]
+    with futures.ThreadPoolExecutor(32) as pool:
+        parallel = list(pool.map(lambda p: stream_text(client, zen_server.model, p, 6), PROMPTS))
+    assert parallel == one_by_one
+    assert len(set(one_by_one)) > 1
+
+
+def is_valid(field, value):
+    """Values of bad_values that are in fact fine for the field (they would get a 200)."""
+    if field == "stop":
+        return isinstance(value, str) or value == []
+    if field in ("stream_options", "chat_template_kwargs"):
+        return value in ({}, {"a": None})
+    if field == "tools":
+        return value == []
+    return False
+
+
+def hostile_bodies(rng):
+    """500 bodies that must each get a 4xx: (path, bytes)."""
+    chat, comp = "/v1/chat/completions", "/v1/completions"
+    msgs = [{"role": "user", "content": "hi"}]
+    fixed = [
+        (chat, b""), (chat, b"{"), (chat, b"null"), (chat, b"[]"), (chat, b'"text"'), (chat, b"123"),
+        (chat, b"{\"messages\": [" * 1), (chat, b"[" * 200000), (chat, b"{\"a\":" * 100000),
+        (chat, b'{"messages": [{"role": "user", "content": "\xff\xfe\xfd"}]}'),
+        (chat, b'{"messages": [{"role": "user", "content": "\\ud800"}]}'),
+        (chat, json.dumps({"messages": msgs, "max_tokens": 10 ** 30}).encode()),
+        (chat, json.dumps({"messages": msgs, "max_tokens": -1}).encode()),
+        (chat, b'{"messages": [{"role": "user", "content": "hi"}], "temperature": 1e999}'),
+        (chat, json.dumps({"messages": msgs, "top_logprobs": 10 ** 20, "logprobs": True}).encode()),
+        (chat, json.dumps({"messages": [{"role": "user", "content": "x" * (10 << 20)}]}).encode()),
+        (comp, json.dumps({"prompt": "y" * (10 << 20)}).encode()),
+        (comp, json.dumps({"prompt": [10 ** 12]}).encode()),
+        (comp, json.dumps({"prompt": [151936 + 5]}).encode()),
+        (comp, json.dumps({"prompt": []}).encode()),
+        ("/tokenize", b'{"prompt": 5}'), ("/detokenize", b'{"tokens": [-1]}'), ("/detokenize", b'{"tokens": "a"}'),
+    ]
+    fields = ["messages", "model", "temperature", "top_p", "top_k", "min_p", "max_tokens", "stop", "stream",
+              "stream_options", "logprobs", "top_logprobs", "tools", "tool_choice", "n", "seed", "presence_penalty",
+              "chat_template_kwargs", "max_completion_tokens", "frequency_penalty"]
+    bad_values = ["x", -5, 1e308, -1e308, 10 ** 25, [], {}, [1, [2, [3]]], True, "\u0000", {"a": None}, 3.5]
+    out = list(fixed)
+    while len(out) < 500:
+        kind = rng.randrange(4)
+        if kind == 0:  # a valid request with one field wrong
+            body = {"messages": msgs, "max_tokens": 1}
+            field = rng.choice(fields)
+            body[field] = rng.choice(bad_values)
+            if is_valid(field, body[field]):
+                continue
+            if field in ("stream", "logprobs") and isinstance(body[field], bool):
+                body[field] = "yes"
+            if field == "model" and isinstance(body[field], str):
+                body[field] = "not-the-model"
+            if field == "seed" and isinstance(body[field], int) and abs(body[field]) < 2 ** 63:
+                body[field] = "seed"
+            if field == "top_k" and body[field] == -5:
+                body[field] = -7
+            out.append((chat, json.dumps(body).encode()))
+        elif kind == 1:  # truncated or corrupted JSON
+            good = json.dumps({"messages": msgs, "temperature": 0.5}).encode()
+            cut = rng.randrange(1, len(good) - 1)
+            out.append((chat, good[:cut]))
+        elif kind == 2:  # random bytes
+            out.append((rng.choice([chat, comp]), bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))))
+        else:  # broken messages
+            m = rng.choice([[], [1], [{"role": 5}], [{"role": "user", "content": [{"type": "image_url"}]}],
+                            [{"role": "user", "content": {"x": 1}}], "hi", [{"content": "no role"}],
+                            [{"role": "tool"}], [{"role": "assistant", "tool_calls": "x"}]])
+            out.append((chat, json.dumps({"messages": m}).encode()))
+    return out[:500]
+
+
+def test_500_hostile_bodies_are_all_4xx(zen_server):
+    rng = random.Random(6)
+    bodies = hostile_bodies(rng)
+
+    def post(item):
+        path, body = item
+        return zen_server.raw("POST", path, body, timeout=120)
+
+    with futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(post, bodies))
+    bad = [(b[0], b[1][:80], r) for b, r in zip(bodies, results) if not 400 <= r[0] < 500]
+    assert not bad, bad[:5]
+    for status, body in results:
+        assert isinstance(body, dict) and "message" in body["error"], body
+    assert zen_server.raw("GET", "/health") == (200, {"status": "ok"})
+    r = zen_server.client().chat.completions.create(model=zen_server.model, max_tokens=2,
+                                                    messages=[{"role": "user", "content": "hi"}])
+    assert r.choices[0].message.content is not None
+
+
+def test_bounded_load_run(zen_server):
+    seconds = float(os.environ.get("ZEN_SERVER_LOAD_SECONDS", "10"))
+    client = zen_server.client()
+    with futures.ThreadPoolExecutor(64) as pool:  # warm-up wave: weights paged in, buffers grown
+        list(pool.map(lambda i: stream_text(client, zen_server.model, PROMPTS[i % len(PROMPTS)], 8), range(64)))
+    rss_start = zen_server.rss_kib()
+    deadline = time.time() + seconds
+    completed, errors = [0] * 64, []
+
+    def worker(i):
+        while time.time() < deadline:
+            try:
+                text = stream_text(client, zen_server.model, PROMPTS[i % len(PROMPTS)], 8)
+                assert text
+                completed[i] += 1
+            except Exception as e:  # noqa: BLE001 - every failure counts
+                errors.append(repr(e))
+
+    with futures.ThreadPoolExecutor(64) as pool:
+        list(pool.map(worker, range(64)))
+    rss_end = zen_server.rss_kib()
+    print(f"\nload: 64 streams for {seconds:.0f} s: {sum(completed)} requests completed, {len(errors)} errors, "
+          f"RSS {rss_start / 1024:.1f} MiB -> {rss_end / 1024:.1f} MiB")
+    assert not errors, errors[:3]
+    assert all(n >= 1 for n in completed)
+    assert rss_end - rss_start < 256 * 1024, "resident memory grew by more than 256 MiB under steady load"
+    assert zen_server.metric("zen_num_requests_running") == 0
