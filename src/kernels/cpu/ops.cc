@@ -1,4 +1,4 @@
-// Scalar references of the f32 vector ops and the dispatch to their AVX2 versions.
+// Scalar references of the f32 vector ops and the dispatch to their AVX2 / NEON versions.
 #include "kernels/cpu/ops.h"
 
 #include <algorithm>
@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "kernels/cpu/ops_avx2.h"
+#include "kernels/cpu/ops_neon.h"
 #include "kernels/cpu/simd.h"
 
 namespace zen::kernels {
@@ -63,6 +64,10 @@ void exp_f32(const float* x, int64_t n, float* out) {
 #if ZEN_HAVE_X86_SIMD
 #define ZEN_DISPATCH(call) \
   if (use_avx2()) return avx2::call; \
+  return ref::call
+#elif ZEN_HAVE_NEON
+#define ZEN_DISPATCH(call) \
+  if (use_neon()) return neon::call; \
   return ref::call
 #else
 #define ZEN_DISPATCH(call) return ref::call

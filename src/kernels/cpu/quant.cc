@@ -1,5 +1,5 @@
 // Dispatch for the quant kernels: which activation format each weight dtype wants, and
-// whether the AVX2 or the scalar implementation runs.
+// whether the AVX2, the NEON or the scalar implementation runs.
 #include "kernels/cpu/quant.h"
 
 #include <atomic>
@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "kernels/cpu/dot_kernels.h"
 #include "kernels/cpu/quant_avx2.h"
+#include "kernels/cpu/quant_neon.h"
 #include "kernels/cpu/simd.h"
 
 namespace zen::kernels {
@@ -123,9 +124,19 @@ bool cpu_has_avx2_fma() {
   static const bool has = detect_avx2_fma();  // function-local: safe during static init
   return has;
 }
-bool simd_enabled() { return use_avx2(); }
+bool cpu_has_simd() { return ZEN_HAVE_NEON || cpu_has_avx2_fma(); }
+bool simd_enabled() { return use_avx2() || use_neon(); }
 void set_simd_enabled(bool enabled) { g_simd_enabled.store(enabled, std::memory_order_relaxed); }
 bool use_avx2() { return g_simd_enabled.load(std::memory_order_relaxed) && cpu_has_avx2_fma(); }
+bool use_neon() { return ZEN_HAVE_NEON && g_simd_enabled.load(std::memory_order_relaxed); }
+
+const char* simd_path_name() {
+  if (use_avx2()) return "avx2";
+#if ZEN_HAVE_NEON
+  if (use_neon()) return neon::has_dotprod() ? "neon+dotprod" : "neon";
+#endif
+  return "scalar";
+}
 
 const char* activation_format_name(ActivationFormat f) {
   switch (f) {
@@ -168,34 +179,38 @@ size_t activation_row_bytes(DType weight, int64_t n) {
   return 0;
 }
 
+// The quantizer of one activation format from the backend in use (AVX2, NEON or scalar).
+#if ZEN_HAVE_X86_SIMD
+#define ZEN_QUANTIZE(fn, Block)                                    \
+  if (use_avx2()) return avx2::fn(x, static_cast<Block*>(out), n); \
+  return ref::fn(x, static_cast<Block*>(out), n)
+#elif ZEN_HAVE_NEON
+#define ZEN_QUANTIZE(fn, Block)                                    \
+  if (use_neon()) return neon::fn(x, static_cast<Block*>(out), n); \
+  return ref::fn(x, static_cast<Block*>(out), n)
+#else
+#define ZEN_QUANTIZE(fn, Block) return ref::fn(x, static_cast<Block*>(out), n)
+#endif
+
 void quantize_activation(DType weight, const float* x, void* out, int64_t n) {
   check_row(weight, n);
-  const bool fast = use_avx2();
   switch (activation_format(weight)) {
     case ActivationFormat::F32:
       std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
       return;
-    case ActivationFormat::Q8_0:
-#if ZEN_HAVE_X86_SIMD
-      if (fast) return avx2::quantize_row_q8_0(x, static_cast<BlockQ8_0*>(out), n);
-#endif
-      return ref::quantize_row_q8_0(x, static_cast<BlockQ8_0*>(out), n);
-    case ActivationFormat::Q8_1:
-#if ZEN_HAVE_X86_SIMD
-      if (fast) return avx2::quantize_row_q8_1(x, static_cast<BlockQ8_1*>(out), n);
-#endif
-      return ref::quantize_row_q8_1(x, static_cast<BlockQ8_1*>(out), n);
-    case ActivationFormat::Q8_K:
-#if ZEN_HAVE_X86_SIMD
-      if (fast) return avx2::quantize_row_q8_K(x, static_cast<BlockQ8_K*>(out), n);
-#endif
-      return ref::quantize_row_q8_K(x, static_cast<BlockQ8_K*>(out), n);
+    case ActivationFormat::Q8_0: ZEN_QUANTIZE(quantize_row_q8_0, BlockQ8_0);
+    case ActivationFormat::Q8_1: ZEN_QUANTIZE(quantize_row_q8_1, BlockQ8_1);
+    case ActivationFormat::Q8_K: ZEN_QUANTIZE(quantize_row_q8_K, BlockQ8_K);
   }
-  (void)fast;
 }
+
+#undef ZEN_QUANTIZE
 
 VecDotFn vec_dot_fn(DType weight) {
   VecDotFn fn = use_avx2() ? avx2_dot(weight) : nullptr;
+#if ZEN_HAVE_NEON
+  if (use_neon()) fn = neon::dot_fn(weight);
+#endif
   if (fn == nullptr) fn = scalar_dot(weight);
   if (fn == nullptr) fail("weight dtype ", dtype_name(weight), " has no dot product kernel");
   return fn;
@@ -206,6 +221,12 @@ DotKernels dot_kernels(DType weight) {
   if (use_avx2()) {
     DotKernels k;
     if (avx2::tiled_kernels(weight, &k)) return k;
+  }
+#endif
+#if ZEN_HAVE_NEON
+  if (use_neon()) {
+    DotKernels k;
+    if (neon::tiled_kernels(weight, &k)) return k;
   }
 #endif
   return scalar_kernels(weight);

@@ -6,7 +6,8 @@
 // to f32, accumulation in f32; llama.cpp instead rounds activations to f16/bf16 there).
 //
 // Every function has a scalar reference (namespace ref) and a dispatched fast path (AVX2+FMA
-// when the CPU has it, chosen at run time); tests compare them on random data with odd sizes.
+// when the CPU has it, chosen at run time; NEON on aarch64, with the dot-product extension
+// when the CPU has it); tests compare them on random data with odd sizes.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -66,12 +67,16 @@ VecDotFn vec_dot_fn(DType weight);
 // n may span several rows of a contiguous tensor.
 void dequantize_row(DType weight, const void* wrow, float* out, int64_t n);
 
-// Whether the fast (AVX2+FMA) paths are in use. They are chosen when the CPU has them;
-// set_simd_enabled(false) forces the scalar references (tests, benchmarks), and
-// set_simd_enabled(true) only re-enables them where the CPU supports them.
+// Whether the fast paths (AVX2+FMA on x86-64, NEON on aarch64) are in use. They are chosen
+// when the CPU has them; set_simd_enabled(false) forces the scalar references (tests,
+// benchmarks), and set_simd_enabled(true) only re-enables them where the CPU supports them.
 bool simd_enabled();
 void set_simd_enabled(bool enabled);
 bool cpu_has_avx2_fma();
+// True where a fast path exists for this CPU (AVX2+FMA+F16C on x86-64; always on aarch64).
+bool cpu_has_simd();
+// The kernels in use now: "avx2", "neon+dotprod", "neon" or "scalar" (logs, tests).
+const char* simd_path_name();
 
 // Scalar references, used by tests and as the portable fallback.
 namespace ref {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <random>
 #include <string>
@@ -145,7 +146,7 @@ TEST(QuantFixture, Q8_KQuantizerMatchesGgmlReference) {
   ASSERT_EQ(fx.raw.size(), blocks.size() * sizeof(BlockQ8_K));
   ref::quantize_row_q8_K(fx.input.data(), blocks.data(), fx.n);
   EXPECT_EQ(std::memcmp(blocks.data(), fx.raw.data(), fx.raw.size()), 0);
-  if (cpu_has_avx2_fma()) {
+  if (cpu_has_simd()) {
     std::vector<BlockQ8_K> fast(blocks.size());
     quantize_activation(DType::Q4_K, fx.input.data(), fast.data(), fx.n);
     EXPECT_EQ(std::memcmp(fast.data(), fx.raw.data(), fx.raw.size()), 0);
@@ -247,7 +248,7 @@ TEST(GgmlCpu, DotProductsMatchGgml) {
 // --- quantizers: SIMD bytes == scalar bytes ------------------------------------------------
 
 TEST(Quantize, SimdQuantizersMatchScalarBytes) {
-  if (!cpu_has_avx2_fma()) GTEST_SKIP() << "CPU has no AVX2+FMA: only the scalar path exists";
+  if (!cpu_has_simd()) GTEST_SKIP() << "no SIMD path for this CPU: only the scalar path exists";
   std::mt19937 rng(7);
   for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q6_K}) {  // Q8_0, Q8_1, Q8_K activations
     for (int64_t k : {256, 768, 4864}) {
@@ -359,7 +360,7 @@ TEST(VecDot, ScalarMatchesF64DotOfDequantizedRows) {
 }
 
 TEST(VecDot, SimdMatchesScalar) {
-  if (!cpu_has_avx2_fma()) GTEST_SKIP() << "CPU has no AVX2+FMA: only the scalar path exists";
+  if (!cpu_has_simd()) GTEST_SKIP() << "no SIMD path for this CPU: only the scalar path exists";
   std::mt19937 rng(12);
   for (DType t : all_weight_dtypes()) {
     for (int variant = 0; variant < 3; ++variant) {
@@ -379,9 +380,34 @@ TEST(VecDot, SimdMatchesScalar) {
   }
 }
 
+// The NEON block-format kernels sum each block in exact integers and then repeat the scalar
+// reference's float operations, so on aarch64 they equal it bit for bit (with and without the
+// dot-product extension: tools/test_aarch64.sh runs this under both).
+TEST(VecDot, NeonBlockFormatsEqualScalarBitForBit) {
+#if !defined(__aarch64__)
+  GTEST_SKIP() << "aarch64 only";
+#endif
+  std::cout << "[ info ] kernels in use: " << simd_path_name() << "\n";
+  std::mt19937 rng(14);
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
+                  DType::Q6_K}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const int64_t k = suitable_k(t, variant);
+      for (int rep = 0; rep < 10; ++rep) {
+        const auto w = random_weights(rng, t, 1, k);
+        const auto x = random_activations(rng, k);
+        const auto act = testing::prepare_activation(t, x.data(), k);
+        const float want = ref::vec_dot(t, w.data(), act.data(), k);
+        const float got = vec_dot(t, w.data(), act.data(), k);
+        EXPECT_EQ(f32_to_bits(got), f32_to_bits(want)) << dtype_name(t) << " k=" << k << ": " << got << " vs " << want;
+      }
+    }
+  }
+}
+
 // Extreme quants: every weight quant at its largest magnitude, activations at +-127.
 TEST(VecDot, SimdHandlesExtremeQuants) {
-  if (!cpu_has_avx2_fma()) GTEST_SKIP() << "CPU has no AVX2+FMA";
+  if (!cpu_has_simd()) GTEST_SKIP() << "no SIMD path for this CPU";
   std::mt19937 rng(13);
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::Q4_K, DType::Q5_K,
                   DType::Q6_K}) {

@@ -1,6 +1,8 @@
-// Run-time SIMD selection for kernels/cpu. Fast paths are compiled for AVX2+FMA+F16C with
-// per-function target attributes (ZEN_TARGET_AVX2), so the library runs on any x86-64 and
-// picks them only when the CPU has them. Internal to kernels/cpu.
+// Run-time SIMD selection for kernels/cpu. On x86-64 the fast paths are compiled for
+// AVX2+FMA+F16C with per-function target attributes (ZEN_TARGET_AVX2), so the library runs on
+// any x86-64 and picks them only when the CPU has them. On aarch64 the NEON paths (baseline
+// ARMv8.0 Advanced SIMD) are always available; their dot-product-extension variants are
+// chosen at run time (quant_neon.cc). Internal to kernels/cpu.
 #pragma once
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -9,6 +11,12 @@
 #else
 #define ZEN_HAVE_X86_SIMD 0
 #define ZEN_TARGET_AVX2
+#endif
+
+#if defined(__aarch64__)
+#define ZEN_HAVE_NEON 1
+#else
+#define ZEN_HAVE_NEON 0
 #endif
 
 #if ZEN_HAVE_X86_SIMD
@@ -36,5 +44,8 @@ ZEN_TARGET_AVX2 inline double hsum(__m256d v) {
 // True when the AVX2 paths should be used: CPU support and not disabled by
 // set_simd_enabled(false). Cheap (one relaxed atomic load).
 bool use_avx2();
+// True when the NEON paths should be used: an aarch64 build and not disabled by
+// set_simd_enabled(false).
+bool use_neon();
 
 }  // namespace zen::kernels

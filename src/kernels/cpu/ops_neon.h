@@ -1,0 +1,15 @@
+// NEON versions of ops.h (ops_neon.cc). Call only when use_neon(). Internal.
+#pragma once
+#include <cstdint>
+
+namespace zen::kernels::neon {
+
+void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out);
+void add_inplace(float* y, const float* x, int64_t n);
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy_f32(float a, const float* x, float* y, int64_t n);
+void softmax_inplace(float* x, int64_t n);
+void exp_f32(const float* x, int64_t n, float* out);
+
+}  // namespace zen::kernels::neon
