@@ -115,7 +115,8 @@ TEST(Matmul, BatchInvariantAcrossTokenCountsAndThreads) {
   ThreadPool pool1(1), pool2(2), pool3(3);
   for (DType t : testing::all_weight_dtypes()) {
     const int64_t K = k_for(t, 1);
-    const int64_t N = 45, T = 33;
+    // T > 64 crosses a token tile; N = 45 leaves row tiles and block tiles with remainders.
+    const int64_t N = 45, T = 70;
     const Matrix m = make_matrix(rng, t, N, K);
     const auto x = random_activations(rng, T * K);
     const auto batch = run(m, x, T, pool2);
