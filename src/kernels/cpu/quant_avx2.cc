@@ -16,6 +16,8 @@
 #include "kernels/cpu/quant_avx2.h"
 #include "kernels/cpu/quant_blocks.h"
 
+
+
 namespace zen::kernels::avx2 {
 namespace {
 
@@ -654,12 +656,12 @@ PrefillTiles make_prefill() {
 }
 
 // Kernels of one format: kRows rows x 1 token for decode, prefill tiles on the stored rows.
-template <typename Family, typename W, int kRows>
+template <typename Family, typename W, int kRows, int kBlockRows = 2, int kBlockTokens = 4>
 DotKernels make_kernels() {
   DotKernels k;
   k.tile_rows = kRows;
   k.rows = Family::template fn<W, kRows, 1>;
-  k.prefill = make_prefill<Family, W>();
+  k.prefill = make_prefill<Family, W, kBlockRows, kBlockTokens>();
   return k;
 }
 
@@ -676,7 +678,7 @@ DotKernels make_panel_kernels() {
   k.panel_row_bytes = &panel_row_bytes<W>;
   k.act_to_panel = &act_to_panel;
   k.panel_act_row_bytes = &act_panel_row_bytes;
-  k.panel = make_prefill<Panel, W>();
+  k.panel = make_prefill<Panel, W, 4, 8>();  // 4 x 8: fewest instructions per element (callgrind)
   return k;
 }
 
@@ -807,9 +809,11 @@ bool tiled_kernels(DType t, DotKernels* out) {
     case DType::Q5_0: *out = make_panel_kernels<Q5_0Quants, 4>(); break;
     case DType::Q4_1: *out = make_kernels<Offset, Q4_1Quants, 4>(); break;
     case DType::Q5_1: *out = make_kernels<Offset, Q5_1Quants, 4>(); break;
-    case DType::Q4_K: *out = make_kernels<KQuant, K4Quants<false>, 1>(); break;
+    // k-quant prefill blocks of 1 row x 8 tokens: fewer instructions than 2 x 4 (callgrind,
+    // bench/gemm_instructions.py), whose int and float accumulators spill.
+    case DType::Q4_K: *out = make_kernels<KQuant, K4Quants<false>, 1, 1, 8>(); break;
     case DType::Q5_K: *out = make_kernels<KQuant, K4Quants<true>, 2>(); break;
-    case DType::Q6_K: *out = make_kernels<KQuant, Q6KQuants, 1>(); break;
+    case DType::Q6_K: *out = make_kernels<KQuant, Q6KQuants, 1, 1, 8>(); break;
     case DType::F32: *out = make_kernels<PlainFamily, PlainF32, 1>(); break;
     case DType::F16: *out = make_kernels<PlainFamily, PlainF16, 1>(); break;
     case DType::BF16: *out = make_kernels<PlainFamily, PlainBF16, 1>(); break;
