@@ -248,9 +248,17 @@ ZEN_TARGET_AVX2 inline __m256 scales8(const uint8_t* p, size_t stride, int n) {
     h = _mm_insert_epi16(h, load_u16(p + 7 * stride), 7);
     return _mm256_cvtph_ps(h);
   }
-  alignas(16) uint16_t h[8] = {};
-  for (int j = 0; j < n; ++j) h[j] = load_u16(p + j * stride);
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+  // Inserts, not a store and reload: a 16-byte load of 2-byte stores stalls store forwarding.
+  auto at = [&](int j) { return j < n ? load_u16(p + j * stride) : uint16_t{0}; };
+  __m128i h = _mm_cvtsi32_si128(at(0));
+  h = _mm_insert_epi16(h, at(1), 1);
+  h = _mm_insert_epi16(h, at(2), 2);
+  h = _mm_insert_epi16(h, at(3), 3);
+  h = _mm_insert_epi16(h, at(4), 4);
+  h = _mm_insert_epi16(h, at(5), 5);
+  h = _mm_insert_epi16(h, at(6), 6);
+  h = _mm_insert_epi16(h, at(7), 7);
+  return _mm256_cvtph_ps(h);
 }
 
 // Exact dot of one stored weight block with one activation block, as 8 s32 partial sums:
@@ -267,7 +275,6 @@ template <typename W, int R, int T, bool kFull>
 ZEN_TARGET_AVX2 inline void symmetric_group(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t g,
                                             int n, __m256 (&acc)[R][T]) {
   using Block = typename W::Block;
-  if constexpr (T == 1) prefetch_ahead<R>(w, ws, g * sizeof(Block), 8 * sizeof(Block));
   __m256 wd[R], ad[T];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -282,9 +289,12 @@ ZEN_TARGET_AVX2 inline void symmetric_group(const uint8_t* w, size_t ws, const u
     for (int t = 0; t < T; ++t) {
       __m256i sums[8];
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < 8; ++j) {
+        // Decode: prefetch as each block is read, a steady stream ahead of the loads.
+        if constexpr (T == 1) prefetch_ahead<1>(w + r * ws, 0, (g + j) * sizeof(Block), sizeof(Block));
         sums[j] = (kFull || j < n) ? block_isum<W>(block_at<Block>(w + r * ws, g + j), block_at<BlockQ8_0>(a + t * as, g + j))
                                    : _mm256_setzero_si256();
+      }
       acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], ad[t]), _mm256_cvtepi32_ps(sum_lanes8(sums)), acc[r][t]);
     }
   }
