@@ -4,10 +4,9 @@
 // token of a token tile over it, in block tiles of several rows x tokens (each weight block
 // unpacked once for the tokens, each activation block loaded once for the rows), so the tile
 // stays in L1/L2 while the tokens reuse it: compute-bound instead of bandwidth-bound. Formats
-// that are costly to unpack (Q4_0, Q5_0) are first rewritten, a row tile at a time, into
-// panels holding the same integers and scales in a layout that is cheaper to dot. Every
-// output element comes from one kernel whose arithmetic for that (row, token) does not depend
-// on the tile it sits in: results are batch-invariant.
+// that are costly to unpack (Q4_0, Q5_0) are first rewritten, a row tile at a time, into Q8_0
+// blocks holding the same integers and scales. Every output element comes from one kernel whose arithmetic for that
+// (row, token) does not depend on the tile it sits in: results are batch-invariant.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
@@ -40,8 +39,7 @@ struct Problem {
   int64_t n_rows, k, n_tokens;
   float* y;
   DotKernels kernels;
-  const uint8_t* panel_act;  // activation rows in the panel layout, when kernels.to_panel is set
-  size_t panel_act_row_bytes;
+  DotKernels panel_kernels;  // of kernels.panel_dtype, when kernels.to_panel is set
 };
 
 // Decode: tile_rows weight rows per call against the one activation row.
@@ -51,52 +49,44 @@ void gemv_rows(const Problem& p, int64_t r0, int64_t r1) {
   for (; r + step <= r1; r += step)
     p.kernels.rows(p.w + static_cast<size_t>(r) * p.w_row_bytes, p.w_row_bytes, p.act, 0, p.k, p.y + r, 1, 0);
   for (; r < r1; ++r)
-    p.kernels.prefill.tokens[0](p.w + static_cast<size_t>(r) * p.w_row_bytes, p.w_row_bytes, p.act, 0, p.k, p.y + r, 1, 0);
+    p.kernels.tokens[0](p.w + static_cast<size_t>(r) * p.w_row_bytes, p.w_row_bytes, p.act, 0, p.k, p.y + r, 1, 0);
 }
 
-// Weight rows and activation rows in one layout, with the tiles that read it.
-struct Operands {
-  const uint8_t* w;  // row r0 of the row range being computed
-  size_t ws;
-  const uint8_t* act;  // token 0
-  size_t as;
-  const PrefillTiles* tiles;
-};
-
-// Tokens [t, t1) of weight row r (relative to o.w), up to 4 per kernel call.
-void row_tokens(const Operands& o, const Problem& p, int64_t r, int64_t r_out, int64_t t, int64_t t1) {
-  const auto n = static_cast<ptrdiff_t>(p.n_rows);
+// Tokens [t, t1) of one weight row, up to 4 per kernel call.
+void row_tokens(const DotKernels& kern, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t k,
+                int64_t t, int64_t t1, float* y, ptrdiff_t n) {
   for (; t < t1; t += 4) {
     const auto nt = static_cast<int>(std::min<int64_t>(4, t1 - t));
-    o.tiles->tokens[nt - 1](o.w + static_cast<size_t>(r) * o.ws, o.ws, o.act + static_cast<size_t>(t) * o.as, o.as,
-                            p.k, p.y + t * n + r_out, 1, n);
+    kern.tokens[nt - 1](w, ws, a + static_cast<size_t>(t) * as, as, k, y + t * n, 1, n);
   }
 }
 
-// Prefill of rows [r0, r1) (o.w points at row r0) against tokens [t0, t1): block tiles where
-// they fit, single-row kernels for what is left.
-void gemm_tile(const Operands& o, const Problem& p, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+// Prefill of rows [r0, r1) against tokens [t0, t1), the weights as `w` holds them (stored rows
+// or a panel): block tiles where they fit, single-row kernels for what is left.
+void gemm_tile(const DotKernels& kern, const uint8_t* w, size_t ws, const Problem& p, int64_t r0, int64_t r1,
+               int64_t t0, int64_t t1) {
   const auto n = static_cast<ptrdiff_t>(p.n_rows);
-  const PrefillTiles& k = *o.tiles;
+  const int64_t br = kern.block_rows, bt = kern.block_tokens;
   int64_t t = t0;
-  if (k.block != nullptr) {
-    for (; t + k.block_tokens <= t1; t += k.block_tokens) {
+  if (kern.block != nullptr) {
+    for (; t + bt <= t1; t += bt) {
+      const uint8_t* a = p.act + static_cast<size_t>(t) * p.act_row_bytes;
       int64_t r = r0;
-      for (; r + k.block_rows <= r1; r += k.block_rows)
-        k.block(o.w + static_cast<size_t>(r - r0) * o.ws, o.ws, o.act + static_cast<size_t>(t) * o.as, o.as, p.k,
-                p.y + t * n + r, 1, n);
-      for (; r < r1; ++r) row_tokens(o, p, r - r0, r, t, t + k.block_tokens);
+      for (; r + br <= r1; r += br)
+        kern.block(w + static_cast<size_t>(r - r0) * ws, ws, a, p.act_row_bytes, p.k, p.y + t * n + r, 1, n);
+      for (; r < r1; ++r)
+        row_tokens(kern, w + static_cast<size_t>(r - r0) * ws, ws, p.act, p.act_row_bytes, p.k, t, t + bt, p.y + r, n);
     }
   }
-  for (int64_t r = r0; r < r1; ++r) row_tokens(o, p, r - r0, r, t, t1);
+  for (int64_t r = r0; r < r1; ++r)
+    row_tokens(kern, w + static_cast<size_t>(r - r0) * ws, ws, p.act, p.act_row_bytes, p.k, t, t1, p.y + r, n);
 }
 
-// Prefill: row tiles x token tiles. Formats with a panel path rewrite each row tile once per
-// token tile into per-thread scratch and run the panel tiles over it.
+// Prefill: row tiles x token tiles. Formats with a panel dtype unpack each row tile once per
+// token tile into per-thread scratch and run the panel dtype's kernels over it.
 void gemm_rows(const Problem& p, int64_t r0, int64_t r1) {
-  const DotKernels& kern = p.kernels;
-  const bool panel = kern.to_panel != nullptr;
-  const size_t panel_row_bytes = panel ? kern.panel_row_bytes(p.k) : 0;
+  const bool panel = p.kernels.to_panel != nullptr;
+  const size_t panel_row_bytes = panel ? dtype_row_bytes(p.kernels.panel_dtype, p.k) : 0;
   thread_local std::vector<uint8_t> panel_buffer;
   if (panel && panel_buffer.size() < panel_row_bytes * kRowTile) panel_buffer.resize(panel_row_bytes * kRowTile);
   for (int64_t t0 = 0; t0 < p.n_tokens; t0 += kTokenTile) {
@@ -105,11 +95,10 @@ void gemm_rows(const Problem& p, int64_t r0, int64_t r1) {
       const int64_t re = std::min(r1, rb + kRowTile);
       const uint8_t* w = p.w + static_cast<size_t>(rb) * p.w_row_bytes;
       if (!panel) {
-        gemm_tile(Operands{w, p.w_row_bytes, p.act, p.act_row_bytes, &kern.prefill}, p, rb, re, t0, t1);
+        gemm_tile(p.kernels, w, p.w_row_bytes, p, rb, re, t0, t1);
       } else {
-        kern.to_panel(w, p.w_row_bytes, re - rb, p.k, panel_buffer.data());
-        gemm_tile(Operands{panel_buffer.data(), panel_row_bytes, p.panel_act, p.panel_act_row_bytes, &kern.panel}, p,
-                  rb, re, t0, t1);
+        p.kernels.to_panel(w, p.w_row_bytes, re - rb, p.k, panel_buffer.data());
+        gemm_tile(p.panel_kernels, panel_buffer.data(), panel_row_bytes, p, rb, re, t0, t1);
       }
     }
   }
@@ -133,6 +122,7 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   p.n_tokens = n_tokens;
   p.y = y;
   p.kernels = dot_kernels(w.dtype);
+  if (p.kernels.to_panel != nullptr) p.panel_kernels = dot_kernels(p.kernels.panel_dtype);
   if (activation_format(w.dtype) == ActivationFormat::F32) {
     p.act = reinterpret_cast<const uint8_t*>(x);
     p.act_row_bytes = static_cast<size_t>(k) * sizeof(float);
@@ -142,16 +132,6 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
     for (int64_t t = 0; t < n_tokens; ++t)
       quantize_activation(w.dtype, x + t * k, scratch + static_cast<size_t>(t) * p.act_row_bytes, k);
     p.act = scratch;
-    if (n_tokens > 1 && p.kernels.to_panel != nullptr) {
-      p.panel_act_row_bytes = p.kernels.panel_act_row_bytes(k);
-      thread_local std::vector<uint8_t> panel_act;
-      if (panel_act.size() < p.panel_act_row_bytes * static_cast<size_t>(n_tokens))
-        panel_act.resize(p.panel_act_row_bytes * static_cast<size_t>(n_tokens));
-      for (int64_t t = 0; t < n_tokens; ++t)
-        p.kernels.act_to_panel(p.act + static_cast<size_t>(t) * p.act_row_bytes, k,
-                               panel_act.data() + static_cast<size_t>(t) * p.panel_act_row_bytes);
-      p.panel_act = panel_act.data();
-    }
   }
 
   const bool inline_only = static_cast<size_t>(n_rows) * w_row_bytes * static_cast<size_t>(n_tokens) < kMinParallelBytes;

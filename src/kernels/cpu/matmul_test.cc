@@ -66,7 +66,7 @@ void reference_matmul(const Matrix& m, const std::vector<float>& x, int64_t T, s
 int64_t k_for(DType t, int variant) {
   const int64_t be = dtype_block_elems(t);
   if (be == 256) return variant == 0 ? 256 : 768;
-  if (be == 32) return variant == 0 ? 32 * 7 : 32 * 19;  // tail-only; full groups of 8 blocks + tail
+  if (be == 32) return variant == 0 ? 32 * 7 : 32 * 19;
   return variant == 0 ? 37 : 256;
 }
 

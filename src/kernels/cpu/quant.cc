@@ -93,10 +93,10 @@ DotKernels loop_kernels() {
   DotKernels k;
   k.tile_rows = 1;
   k.rows = loop_tile<Dot, 1>;
-  k.prefill.tokens[0] = loop_tile<Dot, 1>;
-  k.prefill.tokens[1] = loop_tile<Dot, 2>;
-  k.prefill.tokens[2] = loop_tile<Dot, 3>;
-  k.prefill.tokens[3] = loop_tile<Dot, 4>;
+  k.tokens[0] = loop_tile<Dot, 1>;
+  k.tokens[1] = loop_tile<Dot, 2>;
+  k.tokens[2] = loop_tile<Dot, 3>;
+  k.tokens[3] = loop_tile<Dot, 4>;
   return k;
 }
 

@@ -16,8 +16,6 @@
 #include "kernels/cpu/quant_avx2.h"
 #include "kernels/cpu/quant_blocks.h"
 
-
-
 namespace zen::kernels::avx2 {
 namespace {
 
@@ -178,25 +176,16 @@ ZEN_TARGET_AVX2 inline __m256 add_lane0_product(__m256 acc, __m256 a, __m256 b0)
 // Signed quants of the symmetric 32-element formats (value = d * q).
 struct Q8_0Quants {
   using Block = BlockQ8_0;
-  static constexpr bool kSignedPanel = true;  // no exact unsigned form fits maddubs
   ZEN_TARGET_AVX2 static __m256i quants(const Block& b) { return load256(b.qs); }
 };
 struct Q4_0Quants {
   using Block = BlockQ4_0;
-  static constexpr bool kSignedPanel = false;
-  static constexpr int kOffsetShift = 3;  // unsigned_quants - 8 = quants
-  ZEN_TARGET_AVX2 static __m256i unsigned_quants(const Block& b) { return nibbles_32(b.qs); }
   ZEN_TARGET_AVX2 static __m256i quants(const Block& b) {
     return _mm256_sub_epi8(nibbles_32(b.qs), _mm256_set1_epi8(8));
   }
 };
 struct Q5_0Quants {
   using Block = BlockQ5_0;
-  static constexpr bool kSignedPanel = false;
-  static constexpr int kOffsetShift = 4;  // unsigned_quants - 16 = quants
-  ZEN_TARGET_AVX2 static __m256i unsigned_quants(const Block& b) {
-    return _mm256_or_si256(nibbles_32(b.qs), _mm256_and_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0x10)));
-  }
   // (q | h<<4) - 16 == q | 0xF0 (as int8) where h is 0, and q where h is 1.
   ZEN_TARGET_AVX2 static __m256i quants(const Block& b) {
     const __m256i minus16 = _mm256_andnot_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
@@ -215,91 +204,6 @@ struct Q5_1Quants {
   }
 };
 
-// Symmetric formats (Q4_0, Q5_0, Q8_0): each block gives an exact integer dot isum_i, and
-// block i adds d_w,i * d_a,i * isum_i to lane i % 8 of the pair's f32 accumulator (one FMA
-// per 8 blocks, on 8 lanes at once); the lanes are summed at the end. The integers may be
-// computed any exact way (stored blocks with the sign trick, or unsigned panels with an
-// activation-sum correction): the float arithmetic is the same.
-
-// Lane j of the result = the sum of all lanes of v[j] (exact).
-ZEN_TARGET_AVX2 inline __m256i sum_lanes8(const __m256i v[8]) {
-  const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
-  const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
-  const __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);  // low / high halves
-  return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
-}
-
-inline uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-
-// The f16 scales of 8 consecutive blocks (`stride` bytes apart) as f32; lanes j >= n are 0.
-ZEN_TARGET_AVX2 inline __m256 scales8(const uint8_t* p, size_t stride, int n) {
-  if (n == 8) {
-    __m128i h = _mm_cvtsi32_si128(load_u16(p));
-    h = _mm_insert_epi16(h, load_u16(p + stride), 1);
-    h = _mm_insert_epi16(h, load_u16(p + 2 * stride), 2);
-    h = _mm_insert_epi16(h, load_u16(p + 3 * stride), 3);
-    h = _mm_insert_epi16(h, load_u16(p + 4 * stride), 4);
-    h = _mm_insert_epi16(h, load_u16(p + 5 * stride), 5);
-    h = _mm_insert_epi16(h, load_u16(p + 6 * stride), 6);
-    h = _mm_insert_epi16(h, load_u16(p + 7 * stride), 7);
-    return _mm256_cvtph_ps(h);
-  }
-  // Inserts, not a store and reload: a 16-byte load of 2-byte stores stalls store forwarding.
-  auto at = [&](int j) { return j < n ? load_u16(p + j * stride) : uint16_t{0}; };
-  __m128i h = _mm_cvtsi32_si128(at(0));
-  h = _mm_insert_epi16(h, at(1), 1);
-  h = _mm_insert_epi16(h, at(2), 2);
-  h = _mm_insert_epi16(h, at(3), 3);
-  h = _mm_insert_epi16(h, at(4), 4);
-  h = _mm_insert_epi16(h, at(5), 5);
-  h = _mm_insert_epi16(h, at(6), 6);
-  h = _mm_insert_epi16(h, at(7), 7);
-  return _mm256_cvtph_ps(h);
-}
-
-// Exact dot of one stored weight block with one activation block, as 8 s32 partial sums:
-// |w| * (a with w's sign), u8 x s8 for maddubs.
-template <typename W>
-ZEN_TARGET_AVX2 inline __m256i block_isum(const typename W::Block& b, const BlockQ8_0& ab) {
-  const __m256i wq = W::quants(b);
-  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(load256(ab.qs), wq));
-  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-// Blocks g..g+n-1 (n = 8 when kFull) of R stored rows x T tokens.
-template <typename W, int R, int T, bool kFull>
-ZEN_TARGET_AVX2 inline void symmetric_group(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t g,
-                                            int n, __m256 (&acc)[R][T]) {
-  using Block = typename W::Block;
-  __m256 wd[R], ad[T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-    wd[r] = scales8(reinterpret_cast<const uint8_t*>(&block_at<Block>(w + r * ws, g).d), sizeof(Block), kFull ? 8 : n);
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-    ad[t] = scales8(reinterpret_cast<const uint8_t*>(&block_at<BlockQ8_0>(a + t * as, g).d), sizeof(BlockQ8_0),
-                    kFull ? 8 : n);
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      __m256i sums[8];
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        // Decode: prefetch as each block is read, a steady stream ahead of the loads.
-        if constexpr (T == 1) prefetch_ahead<1>(w + r * ws, 0, (g + j) * sizeof(Block), sizeof(Block));
-        sums[j] = (kFull || j < n) ? block_isum<W>(block_at<Block>(w + r * ws, g + j), block_at<BlockQ8_0>(a + t * as, g + j))
-                                   : _mm256_setzero_si256();
-      }
-      acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], ad[t]), _mm256_cvtepi32_ps(sum_lanes8(sums)), acc[r][t]);
-    }
-  }
-}
-
 template <typename W, int R, int T>
 ZEN_TARGET_AVX2 void tile_symmetric(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t k, float* y,
                                     ptrdiff_t yr, ptrdiff_t yt) {
@@ -308,120 +212,31 @@ ZEN_TARGET_AVX2 void tile_symmetric(const uint8_t* w, size_t ws, const uint8_t* 
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  const int64_t nb = k / kQK;
-  int64_t g = 0;
-  for (; g + 8 <= nb; g += 8) symmetric_group<W, R, T, true>(w, ws, a, as, g, 8, acc);
-  if (g < nb) symmetric_group<W, R, T, false>(w, ws, a, as, g, static_cast<int>(nb - g), acc);
+  for (int64_t i = 0; i < k / kQK; ++i) {
+    if constexpr (T == 1) prefetch_ahead<R>(w, ws, i * sizeof(typename W::Block), sizeof(typename W::Block));
+    __m256i wq[R], wabs[R];
+    __m256 wd[R];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) y[r * yr + t * yt] = hsum(acc[r][t]);
-}
-
-// Panels of the symmetric formats for prefill: the same integers and scales in a layout that
-// needs no unpacking and no tail handling. A weight panel row is f32 d[nbp], then per block
-// either (Q4_0, Q5_0) the unsigned quants u = q + 2^kOffsetShift, u8 [32], or (Q8_0, whose
-// quants fill s8) |q| u8 [32] followed by q s8 [32]. An activation panel row is f32 d[nbp],
-// the s32 sum of each block's quants [nbp], then the s8 quants [nbp][32]. nbp = blocks
-// rounded up to 8, the padding zeros (scale 0: the 8-lane scale loads see exactly the zeros
-// the stored tail group has). The unsigned integer dot is maddubs(u, a) - 2^kOffsetShift * sum(a): exact, with no
-// sign instructions.
-inline int64_t padded_blocks(int64_t k) { return (k / kQK + 7) / 8 * 8; }
-template <typename W>
-constexpr int64_t panel_block_bytes() { return W::kSignedPanel ? 2 * kQK : kQK; }
-template <typename W>
-size_t panel_row_bytes(int64_t k) { return static_cast<size_t>(padded_blocks(k) * (4 + panel_block_bytes<W>())); }
-size_t act_panel_row_bytes(int64_t k) { return static_cast<size_t>(padded_blocks(k)) * (8 + kQK); }
-
-template <typename W>
-ZEN_TARGET_AVX2 void rows_to_panel(const uint8_t* w, size_t ws, int64_t rows, int64_t k, uint8_t* out) {
-  const int64_t nb = k / kQK, nbp = padded_blocks(k), bb = panel_block_bytes<W>();
-  for (int64_t r = 0; r < rows; ++r, out += panel_row_bytes<W>(k)) {
-    auto* d = reinterpret_cast<float*>(out);
-    uint8_t* q = out + nbp * 4;
-    for (int64_t i = 0; i < nb; ++i) {
-      const auto& b = block_at<typename W::Block>(w + static_cast<size_t>(r) * ws, i);
-      d[i] = f16(b.d);
-      auto* dst = reinterpret_cast<__m256i*>(q + i * bb);
-      if constexpr (W::kSignedPanel) {
-        const __m256i wq = W::quants(b);
-        _mm256_storeu_si256(dst, _mm256_sign_epi8(wq, wq));
-        _mm256_storeu_si256(dst + 1, wq);
-      } else {
-        _mm256_storeu_si256(dst, W::unsigned_quants(b));
-      }
+    for (int r = 0; r < R; ++r) {
+      const auto& b = block_at<typename W::Block>(w + r * ws, i);
+      wq[r] = W::quants(b);
+      wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
+      wd[r] = splat_f16(b.d);
     }
-    for (int64_t i = nb; i < nbp; ++i) d[i] = 0.0f;
-    std::memset(q + nb * bb, 0, static_cast<size_t>((nbp - nb) * bb));
-  }
-}
-
-ZEN_TARGET_AVX2 void act_to_panel(const uint8_t* act, int64_t k, uint8_t* out) {
-  const int64_t nb = k / kQK, nbp = padded_blocks(k);
-  auto* d = reinterpret_cast<float*>(out);
-  auto* sum = reinterpret_cast<int32_t*>(out + nbp * 4);
-  int8_t* q = reinterpret_cast<int8_t*>(out + nbp * 8);
-  const __m256i ones8 = _mm256_set1_epi8(1);
-  for (int64_t i = 0; i < nb; ++i) {
-    const auto& ab = block_at<BlockQ8_0>(act, i);
-    const __m256i aq = load256(ab.qs);
-    d[i] = f16(ab.d);
-    sum[i] = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, aq), _mm256_set1_epi16(1)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i * kQK), aq);
-  }
-  for (int64_t i = nb; i < nbp; ++i) d[i] = 0.0f, sum[i] = 0;
-  std::memset(q + nb * kQK, 0, static_cast<size_t>(nbp - nb) * kQK);
-}
-
-// Blocks g..g+7 of a panel tile (padding blocks included: skipping them costs more, measured).
-template <typename W, int R, int T>
-ZEN_TARGET_AVX2 inline void panel_group(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t nbp,
-                                        int64_t g, __m256 (&acc)[R][T]) {
-  constexpr int64_t bb = panel_block_bytes<W>();
-  __m256 wd[R], ad[T];
-  __m256i correction[T];  // 2^kOffsetShift * sum(a) of each block (unsigned panels)
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) wd[r] = _mm256_loadu_ps(reinterpret_cast<const float*>(w + r * ws) + g);
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) {
-    ad[t] = _mm256_loadu_ps(reinterpret_cast<const float*>(a + t * as) + g);
-    if constexpr (!W::kSignedPanel)
-      correction[t] = _mm256_slli_epi32(load256(a + t * as + (nbp + g) * 4), W::kOffsetShift);
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    const uint8_t* wq = w + r * ws + nbp * 4 + g * bb;
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
-      const uint8_t* aq = a + t * as + nbp * 8 + g * kQK;
-      __m256i sums[8];
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        __m256i p16;
-        if constexpr (W::kSignedPanel)
-          p16 = _mm256_maddubs_epi16(load256(wq + j * bb),
-                                     _mm256_sign_epi8(load256(aq + j * kQK), load256(wq + j * bb + kQK)));
-        else
-          p16 = _mm256_maddubs_epi16(load256(wq + j * bb), load256(aq + j * kQK));
-        sums[j] = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+      const auto& ab = block_at<BlockQ8_0>(a + t * as, i);
+      const __m256i aq = load256(ab.qs);
+      const __m256 ad = splat_f16(ab.d);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        // |w| * (a with w's sign): u8 x s8 for maddubs.
+        const __m256i p16 = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(aq, wq[r]));
+        const __m256i p = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+        acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], ad), _mm256_cvtepi32_ps(p), acc[r][t]);
       }
-      __m256i isum = sum_lanes8(sums);
-      if constexpr (!W::kSignedPanel) isum = _mm256_sub_epi32(isum, correction[t]);
-      acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], ad[t]), _mm256_cvtepi32_ps(isum), acc[r][t]);
     }
   }
-}
-
-template <typename W, int R, int T>
-ZEN_TARGET_AVX2 void tile_panel(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t k, float* y,
-                                ptrdiff_t yr, ptrdiff_t yt) {
-  const int64_t nbp = padded_blocks(k);
-  __m256 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < nbp; g += 8) panel_group<W, R, T>(w, ws, a, as, nbp, g, acc);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
@@ -651,44 +466,43 @@ struct KQuant {
   static constexpr DotTileFn fn = &tile_kquant<W, R, T>;
 };
 
-// Prefill tiles of one family: 1 row x 1..4 tokens and a kBlockRows x kBlockTokens block.
-template <typename Family, typename W, int kBlockRows = 2, int kBlockTokens = 4>
-PrefillTiles make_prefill() {
-  PrefillTiles p;
-  p.tokens[0] = Family::template fn<W, 1, 1>;
-  p.tokens[1] = Family::template fn<W, 1, 2>;
-  p.tokens[2] = Family::template fn<W, 1, 3>;
-  p.tokens[3] = Family::template fn<W, 1, 4>;
-  p.block_rows = kBlockRows;
-  p.block_tokens = kBlockTokens;
-  p.block = Family::template fn<W, kBlockRows, kBlockTokens>;
-  return p;
+// Rewrites rows of a symmetric format into Q8_0 blocks: the same int8 quants the tiles
+// compute from W::quants and the same f16 scale, so Q8_0 tiles on the result do, per
+// (row, token), exactly what W's tiles do on the stored rows.
+template <typename W>
+ZEN_TARGET_AVX2 void rows_to_q8_0(const uint8_t* w, size_t ws, int64_t rows, int64_t k, uint8_t* out) {
+  auto* dst = reinterpret_cast<BlockQ8_0*>(out);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < k / kQK; ++i, ++dst) {
+      const auto& b = block_at<typename W::Block>(w + static_cast<size_t>(r) * ws, i);
+      dst->d = b.d;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst->qs), W::quants(b));
+    }
 }
 
-// Kernels of one format: kRows rows x 1 token for decode, prefill tiles on the stored rows.
+// Kernels of one format: kRows rows x 1 token for decode, 1 row x 1..4 tokens and a
+// kBlockRows x kBlockTokens block for prefill.
 template <typename Family, typename W, int kRows, int kBlockRows = 2, int kBlockTokens = 4>
 DotKernels make_kernels() {
   DotKernels k;
   k.tile_rows = kRows;
   k.rows = Family::template fn<W, kRows, 1>;
-  k.prefill = make_prefill<Family, W, kBlockRows, kBlockTokens>();
+  k.tokens[0] = Family::template fn<W, 1, 1>;
+  k.tokens[1] = Family::template fn<W, 1, 2>;
+  k.tokens[2] = Family::template fn<W, 1, 3>;
+  k.tokens[3] = Family::template fn<W, 1, 4>;
+  k.block_rows = kBlockRows;
+  k.block_tokens = kBlockTokens;
+  k.block = Family::template fn<W, kBlockRows, kBlockTokens>;
   return k;
 }
 
-struct Panel {
-  template <typename W, int R, int T>
-  static constexpr DotTileFn fn = &tile_panel<W, R, T>;
-};
-
-// Symmetric formats: decode on the stored rows, prefill on panels.
+// A symmetric format whose prefill goes through Q8_0 panels.
 template <typename W, int kRows>
 DotKernels make_panel_kernels() {
   DotKernels k = make_kernels<Symmetric, W, kRows>();
-  k.to_panel = &rows_to_panel<W>;
-  k.panel_row_bytes = &panel_row_bytes<W>;
-  k.act_to_panel = &act_to_panel;
-  k.panel_act_row_bytes = &act_panel_row_bytes;
-  k.panel = make_prefill<Panel, W, 4, 8>();  // 4 x 8: fewest instructions per element (callgrind)
+  k.to_panel = &rows_to_q8_0<W>;
+  k.panel_dtype = DType::Q8_0;
   return k;
 }
 
@@ -814,7 +628,9 @@ ZEN_TARGET_AVX2 float dot_bf16(const void* w, const void* act, int64_t n) { retu
 // each activation block among 4 rows.
 bool tiled_kernels(DType t, DotKernels* out) {
   switch (t) {
-    case DType::Q8_0: *out = make_panel_kernels<Q8_0Quants, 1>(); break;
+    // Q8_0 prefill (and the Q4_0/Q5_0 panels, which run Q8_0's tiles) in blocks of 4 rows x 4
+    // tokens: fewest instructions per element of the shapes tried (callgrind).
+    case DType::Q8_0: *out = make_kernels<Symmetric, Q8_0Quants, 1, 4, 4>(); break;
     case DType::Q4_0: *out = make_panel_kernels<Q4_0Quants, 2>(); break;
     case DType::Q5_0: *out = make_panel_kernels<Q5_0Quants, 4>(); break;
     case DType::Q4_1: *out = make_kernels<Offset, Q4_1Quants, 4>(); break;
