@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -74,9 +75,9 @@ void BM_Gemv(benchmark::State& state, DType t) {
   set_simd(true);
 }
 
-// Args: n, k, threads, simd; T = 64 tokens.
+// Args: n, k, threads, simd, tokens.
 void BM_Gemm(benchmark::State& state, DType t) {
-  const int64_t n = state.range(0), k = state.range(1), tokens = 64;
+  const int64_t n = state.range(0), k = state.range(1), tokens = state.range(4);
   const int threads = static_cast<int>(state.range(2));
   set_simd(state.range(3) != 0);
   const Weights w = make_weights(t, n, k, 0);
@@ -116,14 +117,31 @@ void register_all() {
               ->ArgNames({"n", "k", "threads", "simd", "dram"})
               ->UseRealTime();
         benchmark::RegisterBenchmark(("Gemm64/" + name).c_str(), BM_Gemm, t)
-            ->Args({n, k, threads, simd})
-            ->ArgNames({"n", "k", "threads", "simd"})
+            ->Args({n, k, threads, simd, 64})
+            ->ArgNames({"n", "k", "threads", "simd", "tokens"})
             ->UseRealTime();
       }
     }
   };
   for (DType t : block32) add(t, 4864, 896);
   for (DType t : block256) add(t, 896, 4864);
+  // Multi-token matmuls of the default model's real shapes (prefill and batched decode at
+  // concurrency 16): attn_q/attn_output [896, 896] and ffn_up/gate [4864, 896] in Q5_0/Q4_0,
+  // the tied embedding / lm_head [151936, 896] in Q8_0, ffn_down [896, 4864] in Q4_K/Q6_K.
+  auto add_gemm = [](DType t, int64_t n, int64_t k) {
+    for (int64_t tokens : {16, 64})
+      for (int threads : {1, 2})
+        benchmark::RegisterBenchmark(("Gemm/" + std::string(dtype_name(t))).c_str(), BM_Gemm, t)
+            ->Args({n, k, threads, 1, tokens})
+            ->ArgNames({"n", "k", "threads", "simd", "tokens"})
+            ->UseRealTime();
+  };
+  for (DType t : {DType::Q5_0, DType::Q8_0, DType::Q4_0}) {
+    add_gemm(t, 896, 896);
+    add_gemm(t, 4864, 896);
+  }
+  add_gemm(DType::Q8_0, 151936, 896);
+  for (DType t : {DType::Q4_K, DType::Q6_K}) add_gemm(t, 896, 4864);
   // A small decode matmul (attn_k [128, 896]): dominated by per-call and thread hand-off cost.
   for (int threads : {1, 2})
     benchmark::RegisterBenchmark("GemvSmall/Q5_0", BM_Gemv, DType::Q5_0)

@@ -66,7 +66,7 @@ void reference_matmul(const Matrix& m, const std::vector<float>& x, int64_t T, s
 int64_t k_for(DType t, int variant) {
   const int64_t be = dtype_block_elems(t);
   if (be == 256) return variant == 0 ? 256 : 768;
-  if (be == 32) return variant == 0 ? 32 * 7 : 256;
+  if (be == 32) return variant == 0 ? 32 * 7 : 32 * 19;
   return variant == 0 ? 37 : 256;
 }
 
@@ -115,7 +115,8 @@ TEST(Matmul, BatchInvariantAcrossTokenCountsAndThreads) {
   ThreadPool pool1(1), pool2(2), pool3(3);
   for (DType t : testing::all_weight_dtypes()) {
     const int64_t K = k_for(t, 1);
-    const int64_t N = 45, T = 33;
+    // T > 64 crosses a token tile; N = 45 leaves row tiles and block tiles with remainders.
+    const int64_t N = 45, T = 70;
     const Matrix m = make_matrix(rng, t, N, K);
     const auto x = random_activations(rng, T * K);
     const auto batch = run(m, x, T, pool2);

@@ -466,8 +466,23 @@ struct KQuant {
   static constexpr DotTileFn fn = &tile_kquant<W, R, T>;
 };
 
-// Kernels of one format: kRows rows x 1 token for decode, 1 row x 1..4 tokens for prefill.
-template <typename Family, typename W, int kRows>
+// Rewrites rows of a symmetric format into Q8_0 blocks: the same int8 quants the tiles
+// compute from W::quants and the same f16 scale, so Q8_0 tiles on the result do, per
+// (row, token), exactly what W's tiles do on the stored rows.
+template <typename W>
+ZEN_TARGET_AVX2 void rows_to_q8_0(const uint8_t* w, size_t ws, int64_t rows, int64_t k, uint8_t* out) {
+  auto* dst = reinterpret_cast<BlockQ8_0*>(out);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < k / kQK; ++i, ++dst) {
+      const auto& b = block_at<typename W::Block>(w + static_cast<size_t>(r) * ws, i);
+      dst->d = b.d;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst->qs), W::quants(b));
+    }
+}
+
+// Kernels of one format: kRows rows x 1 token for decode, 1 row x 1..4 tokens and a
+// kBlockRows x kBlockTokens block for prefill.
+template <typename Family, typename W, int kRows, int kBlockRows = 2, int kBlockTokens = 4>
 DotKernels make_kernels() {
   DotKernels k;
   k.tile_rows = kRows;
@@ -476,7 +491,18 @@ DotKernels make_kernels() {
   k.tokens[1] = Family::template fn<W, 1, 2>;
   k.tokens[2] = Family::template fn<W, 1, 3>;
   k.tokens[3] = Family::template fn<W, 1, 4>;
-  k.rows2_tokens4 = Family::template fn<W, 2, 4>;
+  k.block_rows = kBlockRows;
+  k.block_tokens = kBlockTokens;
+  k.block = Family::template fn<W, kBlockRows, kBlockTokens>;
+  return k;
+}
+
+// A symmetric format whose prefill goes through Q8_0 panels.
+template <typename W, int kRows>
+DotKernels make_panel_kernels() {
+  DotKernels k = make_kernels<Symmetric, W, kRows>();
+  k.to_panel = &rows_to_q8_0<W>;
+  k.panel_dtype = DType::Q8_0;
   return k;
 }
 
@@ -602,14 +628,18 @@ ZEN_TARGET_AVX2 float dot_bf16(const void* w, const void* act, int64_t n) { retu
 // each activation block among 4 rows.
 bool tiled_kernels(DType t, DotKernels* out) {
   switch (t) {
-    case DType::Q8_0: *out = make_kernels<Symmetric, Q8_0Quants, 1>(); break;
-    case DType::Q4_0: *out = make_kernels<Symmetric, Q4_0Quants, 2>(); break;
-    case DType::Q5_0: *out = make_kernels<Symmetric, Q5_0Quants, 4>(); break;
+    // Q8_0 prefill (and the Q4_0/Q5_0 panels, which run Q8_0's tiles) in blocks of 4 rows x 4
+    // tokens: fewest instructions per element of the shapes tried (callgrind).
+    case DType::Q8_0: *out = make_kernels<Symmetric, Q8_0Quants, 1, 4, 4>(); break;
+    case DType::Q4_0: *out = make_panel_kernels<Q4_0Quants, 2>(); break;
+    case DType::Q5_0: *out = make_panel_kernels<Q5_0Quants, 4>(); break;
     case DType::Q4_1: *out = make_kernels<Offset, Q4_1Quants, 4>(); break;
     case DType::Q5_1: *out = make_kernels<Offset, Q5_1Quants, 4>(); break;
-    case DType::Q4_K: *out = make_kernels<KQuant, K4Quants<false>, 1>(); break;
+    // k-quant prefill blocks of 1 row x 8 tokens: fewer instructions than 2 x 4 (callgrind,
+    // bench/gemm_instructions.py), whose int and float accumulators spill.
+    case DType::Q4_K: *out = make_kernels<KQuant, K4Quants<false>, 1, 1, 8>(); break;
     case DType::Q5_K: *out = make_kernels<KQuant, K4Quants<true>, 2>(); break;
-    case DType::Q6_K: *out = make_kernels<KQuant, Q6KQuants, 1>(); break;
+    case DType::Q6_K: *out = make_kernels<KQuant, Q6KQuants, 1, 1, 8>(); break;
     case DType::F32: *out = make_kernels<PlainFamily, PlainF32, 1>(); break;
     case DType::F16: *out = make_kernels<PlainFamily, PlainF16, 1>(); break;
     case DType::BF16: *out = make_kernels<PlainFamily, PlainBF16, 1>(); break;

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Instructions per output element of the multi-token matmul kernels, counted by callgrind.
+
+Wall-clock timings on a shared machine are noisy; instruction counts are not. Each case runs
+one iteration of a zen_kernels_bench Gemm benchmark (1 thread) under callgrind, counting only
+inside the prefill driver (gemm_rows: panel conversion and tiles; activation quantization is
+excluded), and divides by n * tokens.
+
+  python3 bench/gemm_instructions.py [--bench build/zen_kernels_bench] [--filter Q5_0]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+CASES = [  # dtype, n, k (the default model's shapes; see bench/kernels_bench.cc)
+    ("Q5_0", 896, 896), ("Q5_0", 4864, 896),
+    ("Q8_0", 896, 896), ("Q8_0", 4864, 896),
+    ("Q4_0", 896, 896), ("Q4_0", 4864, 896),
+    ("Q4_K", 896, 4864), ("Q6_K", 896, 4864),
+]
+
+
+def count(bench, dtype, n, k, tokens, tmp):
+    name = f"Gemm/{dtype}/n:{n}/k:{k}/threads:1/simd:1/tokens:{tokens}/"
+    out = os.path.join(tmp, "cg.out")
+    run = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--toggle-collect=*gemm_rows*", f"--callgrind-out-file={out}",
+         bench, f"--benchmark_filter=^{re.escape(name)}", "--benchmark_min_time=0", "--benchmark_format=json"],
+        capture_output=True, text=True, check=True)
+    iterations = sum(b["iterations"] for b in json.loads(run.stdout)["benchmarks"])
+    with open(out) as f:
+        total = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
+    return total / (iterations * n * tokens)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", default="build/zen_kernels_bench")
+    ap.add_argument("--filter", default="")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"{'case':28} {'T=16':>8} {'T=64':>8}  (instructions per output element)")
+        for dtype, n, k in CASES:
+            if args.filter not in dtype:
+                continue
+            per = [count(args.bench, dtype, n, k, t, tmp) for t in (16, 64)]
+            print(f"{dtype} {n}x{k}".ljust(28) + "".join(f" {v:8.1f}" for v in per), flush=True)
+
+
+if __name__ == "__main__":
+    main()
