@@ -86,13 +86,13 @@ void DenseModel::bind_weights(bool strict) {
     }
     L.ffn_norm = vec(names.layer(n, "ffn_norm"), H);
     if (cfg_.is_sparse_layer(i)) {
-      L.sparse = true;
-      L.moe = bind_moe(c, names.moe_prefix(n), cfg_, quant);
+      L.ffn.sparse = true;
+      L.ffn.moe = bind_moe(c, names.moe_prefix(n), cfg_, quant);
       continue;
     }
-    L.w_gate = matrix(names.layer(n, "gate"), {I, H});
-    L.w_up = matrix(names.layer(n, "up"), {I, H});
-    L.w_down = matrix(names.layer(n, "down"), {H, I});
+    L.ffn.w_gate = matrix(names.layer(n, "gate"), {I, H});
+    L.ffn.w_up = matrix(names.layer(n, "up"), {I, H});
+    L.ffn.w_down = matrix(names.layer(n, "down"), {H, I});
   }
   const LoadVerdict verdict = c.verdict();
   complete_ = verdict.missing.empty() && verdict.mismatched.empty();
@@ -102,7 +102,7 @@ void DenseModel::bind_weights(bool strict) {
 void DenseModel::ensure_buffers(int64_t n) {
   if (n <= cap_tokens_) return;
   const auto N = static_cast<size_t>(n);
-  const auto H = static_cast<size_t>(cfg_.hidden_size), I = static_cast<size_t>(cfg_.intermediate_size);
+  const auto H = static_cast<size_t>(cfg_.hidden_size);
   const auto q_dim = static_cast<size_t>(cfg_.num_heads * cfg_.head_dim);
   const auto kv_dim = static_cast<size_t>(cfg_.num_kv_heads * cfg_.head_dim);
   x_.resize(N * H);
@@ -112,8 +112,6 @@ void DenseModel::ensure_buffers(int64_t n) {
   attn_.resize(N * q_dim);
   k_.resize(N * kv_dim);
   v_.resize(N * kv_dim);
-  gate_.resize(N * I);
-  up_.resize(N * I);
   cos_.resize(N * static_cast<size_t>(rope_.dim() / 2));
   sin_.resize(cos_.size());
   cap_tokens_ = n;
@@ -181,18 +179,10 @@ void DenseModel::attention_block(const DenseLayer& L, int layer, const ForwardBa
 }
 
 void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
-  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  const int64_t H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
-  if (L.sparse) {
-    moe_forward(L.moe, xn_.data(), n, tmp_.data(), pool_, moe_scratch_);
-    kernels::add_inplace(x_.data(), tmp_.data(), n * H);
-    return;
-  }
-  L.w_gate.matmul(xn_.data(), n, gate_.data(), pool_);
-  L.w_up.matmul(xn_.data(), n, up_.data(), pool_);
-  kernels::silu_mul(gate_.data(), up_.data(), n * I, gate_.data());
-  L.w_down.matmul(gate_.data(), n, tmp_.data(), pool_);
+  feed_forward(L.ffn, xn_.data(), n, tmp_.data(), pool_, ffn_scratch_);
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
 }
 

@@ -13,7 +13,7 @@
 #include "model/attention.h"
 #include "model/linear.h"
 #include "model/model.h"
-#include "model/moe.h"
+#include "model/mlp.h"
 #include "model/rope.h"
 
 namespace zen {
@@ -27,11 +27,7 @@ struct DenseLayer {
   std::vector<float> bq, bk, bv;     // [nh*hd], [nkv*hd], [nkv*hd] (Qwen2), else empty
   std::vector<float> q_norm, k_norm; // [hd] (Qwen3), else empty
   std::vector<float> ffn_norm;       // [H]
-  Linear w_gate;  // [I, H]   dense layers
-  Linear w_up;    // [I, H]
-  Linear w_down;  // [H, I]
-  bool sparse = false;  // ModelConfig::is_sparse_layer: the MLP is `moe`
-  MoeWeights moe;
+  FeedForward ffn;  // SwiGLU or MoE (model/mlp.h)
 };
 
 struct DenseWeights {
@@ -69,11 +65,11 @@ class DenseModel final : public Model {
   bool complete_ = false;  // every needed tensor bound (false only when loaded non-strict)
   // Activation scratch, grown on demand (no allocation in steady-state decode).
   int64_t cap_tokens_ = 0;
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;  // [n, ...]
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_;  // [n, ...]
   std::vector<float> cos_, sin_;                                    // [n, rope_dim/2]
   std::vector<float> scores_;                                       // [threads, context]
   FlatBatch flat_;
-  MoeScratch moe_scratch_;
+  FeedForwardScratch ffn_scratch_;
 };
 
 }  // namespace zen

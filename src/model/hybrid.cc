@@ -99,13 +99,13 @@ void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, 
   }
   L.ffn_norm = gain(p + "post_attention_layernorm.weight", H);
   if (sparse) {
-    L.sparse = true;
-    L.moe = bind_moe(c, p + "mlp", cfg_, quant);
+    L.ffn.sparse = true;
+    L.ffn.moe = bind_moe(c, p + "mlp", cfg_, quant);
     return;
   }
-  L.w_gate = matrix(p + "mlp.gate_proj.weight", I, H);
-  L.w_up = matrix(p + "mlp.up_proj.weight", I, H);
-  L.w_down = matrix(p + "mlp.down_proj.weight", H, I);
+  L.ffn.w_gate = matrix(p + "mlp.gate_proj.weight", I, H);
+  L.ffn.w_up = matrix(p + "mlp.up_proj.weight", I, H);
+  L.ffn.w_down = matrix(p + "mlp.down_proj.weight", H, I);
 }
 
 // The MTP head binds when mtp.fc.weight exists; without it the head cannot run, and its other
@@ -144,7 +144,7 @@ ModelConfig HybridModel::mtp_kv_config() const {
 void HybridModel::ensure_buffers(int64_t n) {
   if (n <= cap_tokens_) return;
   const auto N = static_cast<size_t>(n);
-  const auto H = static_cast<size_t>(cfg_.hidden_size), I = static_cast<size_t>(cfg_.intermediate_size);
+  const auto H = static_cast<size_t>(cfg_.hidden_size);
   const auto q_dim = static_cast<size_t>(cfg_.num_heads * cfg_.head_dim);
   const auto kv_dim = static_cast<size_t>(cfg_.num_kv_heads * cfg_.head_dim);
   x_.resize(N * H);
@@ -152,11 +152,10 @@ void HybridModel::ensure_buffers(int64_t n) {
   tmp_.resize(N * H);
   qg_.resize(N * 2 * q_dim);
   q_.resize(N * q_dim);
-  gate_.resize(N * std::max(I, q_dim));
+  gate_.resize(N * q_dim);
   attn_.resize(N * q_dim);
   k_.resize(N * kv_dim);
   v_.resize(N * kv_dim);
-  up_.resize(N * I);
   mtp_in_.resize(N * 2 * H);
   cos_.resize(N * static_cast<size_t>(rope_.dim() / 2));
   sin_.resize(cos_.size());
@@ -296,18 +295,10 @@ void HybridModel::attention_block(const GatedAttentionWeights& A, int kv_layer, 
 }
 
 void HybridModel::mlp_block(const HybridLayer& L, int64_t n) {
-  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  const int64_t H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
-  if (L.sparse) {
-    moe_forward(L.moe, xn_.data(), n, tmp_.data(), pool_, moe_scratch_);
-    kernels::add_inplace(x_.data(), tmp_.data(), n * H);
-    return;
-  }
-  L.w_gate.matmul(xn_.data(), n, gate_.data(), pool_);
-  L.w_up.matmul(xn_.data(), n, up_.data(), pool_);
-  kernels::silu_mul(gate_.data(), up_.data(), n * I, gate_.data());
-  L.w_down.matmul(gate_.data(), n, tmp_.data(), pool_);
+  feed_forward(L.ffn, xn_.data(), n, tmp_.data(), pool_, ffn_scratch_);
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
 }
 

@@ -19,7 +19,7 @@
 #include "model/gated_delta_net.h"
 #include "model/linear.h"
 #include "model/model.h"
-#include "model/moe.h"
+#include "model/mlp.h"
 #include "model/rope.h"
 
 namespace zen {
@@ -39,11 +39,7 @@ struct HybridLayer {
   GdnWeights gdn;
   GatedAttentionWeights attn;
   std::vector<float> ffn_norm;  // [H] as 1 + w
-  Linear w_gate;  // [I, H]   dense layers
-  Linear w_up;    // [I, H]
-  Linear w_down;  // [H, I]
-  bool sparse = false;  // ModelConfig::is_sparse_layer: the MLP is `moe` (model/moe.h)
-  MoeWeights moe;
+  FeedForward ffn;  // SwiGLU or MoE (model/mlp.h)
 };
 
 // Qwen3.5's multi-token-prediction head (mtp.* tensors), as vLLM's qwen3_5_mtp runs it:
@@ -120,12 +116,12 @@ class HybridModel final : public Model {
   int64_t last_rows_ = 0;
   // Activation scratch, grown on demand.
   int64_t cap_tokens_ = 0;
-  std::vector<float> x_, xn_, qg_, q_, k_, v_, attn_, gate_, up_, tmp_;  // [n, ...]
+  std::vector<float> x_, xn_, qg_, q_, k_, v_, attn_, gate_, tmp_;  // [n, ...] (gate_: the attention gate)
   std::vector<float> mtp_in_;                                            // [n, 2H]
   std::vector<float> cos_, sin_;                                         // [n, rotary_dim/2]
   std::vector<float> scores_;
   GdnScratch gdn_scratch_;
-  MoeScratch moe_scratch_;
+  FeedForwardScratch ffn_scratch_;
   FlatBatch flat_;
 };
 
