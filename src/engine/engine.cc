@@ -83,6 +83,7 @@ struct Engine::Impl {
   Scheduler scheduler;
   ModelRunner runner;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs;  // engine thread only
+  std::vector<float> sample_scratch;  // [vocab]: logits the sampler may edit when logprobs are kept
 
   mutable std::mutex mu;  // guards everything below
   std::condition_variable wake;
@@ -257,8 +258,8 @@ bool Engine::step() {
       GeneratedToken g;
       if (seq.params.top_logprobs >= 0) {
         // Logprobs come from the raw distribution; sample from a copy that penalties may edit.
-        std::vector<float> scratch(row, row + vocab);
-        const int32_t token = seq.sampler->sample(scratch.data(), vocab);
+        m.sample_scratch.assign(row, row + vocab);
+        const int32_t token = seq.sampler->sample(m.sample_scratch.data(), vocab);
         g = with_logprobs(row, vocab, token, seq.params.top_logprobs);
       } else {
         g.token = seq.sampler->sample(row, vocab);
