@@ -61,6 +61,23 @@ std::vector<std::vector<int32_t>> random_prompts(int count, int min_len, int max
   return prompts;
 }
 
+// Engine options with a KV pool of exactly kv_blocks blocks.
+EngineOptions pool_of(const Model& model, int64_t kv_blocks, int64_t batched_tokens) {
+  EngineOptions o;
+  o.kv_memory_bytes = kv_blocks * static_cast<int64_t>(KvPool::bytes_per_token(model.config(), o.kv_dtype)) *
+                      o.block_size;
+  o.max_num_batched_tokens = batched_tokens;
+  return o;
+}
+
+// Greedy, EOS ignored: every request produces exactly max_tokens.
+RequestParams greedy(int64_t max_tokens) {
+  RequestParams p;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
 class EngineTiny : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -72,19 +89,7 @@ class EngineTiny : public ::testing::Test {
     delete model_;
     model_ = nullptr;
   }
-  static EngineOptions options(int64_t kv_blocks = 256) {
-    EngineOptions o;
-    o.kv_memory_bytes = kv_blocks * static_cast<int64_t>(KvPool::bytes_per_token(model_->config(), o.kv_dtype)) *
-                        o.block_size;
-    o.max_num_batched_tokens = 96;
-    return o;
-  }
-  static RequestParams greedy(int64_t max_tokens) {
-    RequestParams p;
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
-  }
+  static EngineOptions options(int64_t kv_blocks = 256) { return pool_of(*model_, kv_blocks, 96); }
   static Model* model_;
 };
 Model* EngineTiny::model_ = nullptr;
@@ -305,19 +310,7 @@ class EngineHybrid : public ::testing::TestWithParam<const char*> {
                          {.n_threads = 2, .load_tokenizer = false});
     vocab_ = static_cast<int32_t>(model_->config().vocab_size);
   }
-  EngineOptions options(int64_t kv_blocks = 256) const {
-    EngineOptions o;
-    o.kv_memory_bytes = kv_blocks * static_cast<int64_t>(KvPool::bytes_per_token(model_->config(), o.kv_dtype)) *
-                        o.block_size;
-    o.max_num_batched_tokens = 128;
-    return o;
-  }
-  static RequestParams greedy(int64_t max_tokens) {
-    RequestParams p;
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
-  }
+  EngineOptions options(int64_t kv_blocks = 256) const { return pool_of(*model_, kv_blocks, 128); }
   std::unique_ptr<Model> model_;
   int32_t vocab_ = 0;
 };
