@@ -4,7 +4,8 @@
 Wall-clock timings on a shared machine are noisy; instruction counts are not. Each case runs
 one iteration of a zen_kernels_bench Gemm benchmark (1 thread) under callgrind, counting only
 inside the prefill driver (gemm_rows: panel conversion and tiles; activation quantization is
-excluded), and divides by n * tokens.
+excluded), and divides by n * tokens. The same for the row-interleaved kernels (packed.h,
+counting inside packed_groups) in the second pair of columns.
 
   python3 bench/gemm_instructions.py [--bench build/zen_kernels_bench] [--filter Q5_0]
 """
@@ -22,12 +23,18 @@ CASES = [  # dtype, n, k (the default model's shapes; see bench/kernels_bench.cc
     ("Q4_K", 896, 4864), ("Q6_K", 896, 4864),
 ]
 
+PACKED_CASES = [("Q5_0", 4864, 896), ("Q8_0", 4864, 896), ("Q4_0", 4864, 896), ("Q4_K", 896, 4864),
+                ("Q6_K", 896, 4864)]  # the shapes bench/kernels_bench.cc registers for Packed/
 
-def count(bench, dtype, n, k, tokens, tmp):
-    name = f"Gemm/{dtype}/n:{n}/k:{k}/threads:1/simd:1/tokens:{tokens}/"
+
+def count(bench, dtype, n, k, tokens, tmp, packed=False):
+    if packed:
+        name, region = f"Packed/{dtype}/n:{n}/k:{k}/threads:1/tokens:{tokens}/dram:0/", "*packed_groups*"
+    else:
+        name, region = f"Gemm/{dtype}/n:{n}/k:{k}/threads:1/simd:1/tokens:{tokens}/", "*gemm_rows*"
     out = os.path.join(tmp, "cg.out")
     run = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--toggle-collect=*gemm_rows*", f"--callgrind-out-file={out}",
+        ["valgrind", "--tool=callgrind", f"--toggle-collect={region}", f"--callgrind-out-file={out}",
          bench, f"--benchmark_filter=^{re.escape(name)}", "--benchmark_min_time=0", "--benchmark_format=json"],
         capture_output=True, text=True, check=True)
     iterations = sum(b["iterations"] for b in json.loads(run.stdout)["benchmarks"])
@@ -42,11 +49,13 @@ def main():
     ap.add_argument("--filter", default="")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"{'case':28} {'T=16':>8} {'T=64':>8}  (instructions per output element)")
+        print(f"{'case':28} {'T=16':>8} {'T=64':>8} {'packed16':>9} {'packed64':>9}  (instructions per output element)")
         for dtype, n, k in CASES:
             if args.filter not in dtype:
                 continue
             per = [count(args.bench, dtype, n, k, t, tmp) for t in (16, 64)]
+            if (dtype, n, k) in PACKED_CASES:
+                per += [count(args.bench, dtype, n, k, t, tmp, packed=True) for t in (16, 64)]
             print(f"{dtype} {n}x{k}".ljust(28) + "".join(f" {v:8.1f}" for v in per), flush=True)
 
 

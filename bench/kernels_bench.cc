@@ -18,6 +18,7 @@
 #include "kernels/cpu/kernels_test_util.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 
 namespace zen::kernels {
@@ -93,6 +94,27 @@ void BM_Gemm(benchmark::State& state, DType t) {
   set_simd(true);
 }
 
+// The row-interleaved kernels (packed.h). Args: n, k, threads, tokens, from_dram.
+void BM_Packed(benchmark::State& state, DType t) {
+  const int64_t n = state.range(0), k = state.range(1), tokens = state.range(3);
+  const int threads = static_cast<int>(state.range(2));
+  const Weights w = make_weights(t, n, k, state.range(4) != 0 ? kStreamBytes : 0);
+  std::vector<PackedMatrix> packed;
+  for (const auto& v : w.views) packed.push_back(PackedMatrix::pack(v));
+  std::mt19937 rng(3);
+  const auto x = testing::random_activations(rng, tokens * k);
+  std::vector<float> y(static_cast<size_t>(n * tokens));
+  size_t i = 0;
+  for (auto _ : state) {
+    packed[i].matmul(x.data(), tokens, y.data(), pool_of(threads));
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % packed.size();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(packed[0].bytes()));
+  state.counters["FLOP/s"] = benchmark::Counter(static_cast<double>(2 * n * k * tokens),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_DotF32(benchmark::State& state) {
   const int64_t n = state.range(0);
   std::mt19937 rng(4);
@@ -142,6 +164,17 @@ void register_all() {
   }
   add_gemm(DType::Q8_0, 151936, 896);
   for (DType t : {DType::Q4_K, DType::Q6_K}) add_gemm(t, 896, 4864);
+  // The same shapes through the row-interleaved kernels, plus decode (tokens 1) from DRAM.
+  auto add_packed = [](DType t, int64_t n, int64_t k) {
+    for (int64_t tokens : {1, 16, 64})
+      for (int threads : {1, 2})
+        benchmark::RegisterBenchmark(("Packed/" + std::string(dtype_name(t))).c_str(), BM_Packed, t)
+            ->Args({n, k, threads, tokens, tokens == 1 ? 1 : 0})
+            ->ArgNames({"n", "k", "threads", "tokens", "dram"})
+            ->UseRealTime();
+  };
+  for (DType t : {DType::Q5_0, DType::Q8_0, DType::Q4_0}) add_packed(t, 4864, 896);
+  for (DType t : {DType::Q4_K, DType::Q6_K}) add_packed(t, 896, 4864);
   // A small decode matmul (attn_k [128, 896]): dominated by per-call and thread hand-off cost.
   for (int threads : {1, 2})
     benchmark::RegisterBenchmark("GemvSmall/Q5_0", BM_Gemv, DType::Q5_0)

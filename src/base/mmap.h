@@ -19,6 +19,11 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  bool contains(const void* p, size_t n) const;
+  // Tells the kernel that [p, p + n) (inside this mapping) will not be read soon: its whole
+  // pages leave this process's resident set (they stay in the page cache, and a later read
+  // maps them back in). For weights that were copied into another layout at load.
+  void drop_pages(const void* p, size_t n) const;
 
  private:
   void release();

@@ -231,6 +231,11 @@ std::vector<std::string> Checkpoint::tensor_names() const {
   return names;
 }
 
+void Checkpoint::release_pages(const TensorView& t) const {
+  if (gguf_) gguf_->file().drop_pages(t.data, t.nbytes);
+  for (const auto& s : shards_) s->file().drop_pages(t.data, t.nbytes);
+}
+
 size_t Checkpoint::total_bytes() const {
   size_t total = 0;
   for (const auto& [name, view] : by_name_) total += view->nbytes;

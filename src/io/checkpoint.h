@@ -60,6 +60,10 @@ class Checkpoint {
   LoadVerdict verdict() const;
   void require_clean() const;  // throws zen::Error with verdict().to_string()
 
+  // Drops the pages of a tensor of this checkpoint from the resident set (after the model
+  // copied it into another layout); a no-op for memory that is not this checkpoint's.
+  void release_pages(const TensorView& t) const;
+
   std::vector<std::string> tensor_names() const;  // sorted
   size_t total_bytes() const;                     // bytes of all tensor data
 

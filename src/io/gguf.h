@@ -47,6 +47,7 @@ class GgufFile {
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const std::string& path() const { return file_.path(); }
   size_t file_size() const { return file_.size(); }
+  const MappedFile& file() const { return file_; }
   uint64_t alignment() const { return alignment_; }     // general.alignment, default 32
   size_t data_offset() const { return data_offset_; }  // file offset of the data section
 

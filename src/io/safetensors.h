@@ -19,6 +19,7 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }  // __metadata__
   const std::string& path() const { return file_.path(); }
   size_t file_size() const { return file_.size(); }
+  const MappedFile& file() const { return file_; }
 
  private:
   MappedFile file_;

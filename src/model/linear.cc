@@ -1,6 +1,7 @@
 #include "model/linear.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <utility>
 
@@ -304,12 +305,25 @@ Linear Linear::bind(Checkpoint& c, const std::string& weight_name, std::vector<i
       }
       L.weight = t;
       L.format = LinearFormat::Plain;
+      if (packing_enabled() && kernels::PackedMatrix::supports(t->dtype)) {
+        L.packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::pack(*t));
+        c.release_pages(*t);  // the copy is what matmul reads; keep RSS at one copy
+      }
       return L;
     }
   }
 }
 
+bool Linear::packing_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("ZEN_PACKED_WEIGHTS");
+    return kernels::PackedMatrix::available() && !(env != nullptr && std::string(env) == "0");
+  }();
+  return enabled;
+}
+
 void Linear::matmul(const float* x, int64_t n_tokens, float* y, ThreadPool& pool) const {
+  if (packed) return packed->matmul(x, n_tokens, y, pool);
   switch (format) {
     case LinearFormat::Plain: return kernels::matmul(*weight, x, n_tokens, y, pool);
     case LinearFormat::Fp8: {

@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "base/thread_pool.h"
 #include "io/checkpoint.h"
 #include "io/tensor.h"
+#include "kernels/cpu/packed.h"
 
 namespace zen {
 
@@ -67,6 +69,9 @@ struct Linear {
   int64_t block_rows = 0, block_cols = 0;       // Fp8Block tile
   float scale = 1.0f;                           // Fp8: weight_scale; Nvfp4: weight_scale_2
   float input_scale = 0.0f;                     // ModelOpt static input scale; 0 when absent
+  // Plain block formats with a row-interleaved form, on CPUs that run it: the weights in that
+  // layout (matmul reads only this; `weight` stays for dequantize_row, i.e. embedding rows).
+  std::shared_ptr<const kernels::PackedMatrix> packed;
 
   bool valid() const { return format != LinearFormat::Invalid; }
 
@@ -75,6 +80,11 @@ struct Linear {
   // the config) are recorded in the ledger naming the tensor, and the result is Invalid.
   static Linear bind(Checkpoint& ckpt, const std::string& weight_name, std::vector<int64_t> shape,
                      const QuantConfig& quant);
+
+  // Whether bind() rewrites supported block formats into the row-interleaved layout (default:
+  // on where kernels::PackedMatrix::available(); ZEN_PACKED_WEIGHTS=0 turns it off, for A/B
+  // benchmarks against the per-row kernels).
+  static bool packing_enabled();
 
   // y[t, n] = sum_k W[n, k] * x[t, k]; x: [T, K] f32, y: [T, N] f32. Batch-invariant.
   void matmul(const float* x, int64_t n_tokens, float* y, ThreadPool& pool) const;

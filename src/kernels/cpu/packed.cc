@@ -1,0 +1,419 @@
+// Packing (source blocks -> interleaved groups), the scalar reference of the packed
+// arithmetic, and the matmul driver. The AVX2 kernels live in packed_avx2.cc.
+#include "kernels/cpu/packed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/cpu/packed_avx2.h"
+#include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/simd.h"
+
+namespace zen::kernels {
+namespace {
+
+using packed::ActQ8;
+using packed::ActQ8K;
+using packed::kGroupRows;
+
+// One row's block in plain integers: the common ground of the source and packed layouts.
+struct RowBlock {
+  uint16_t d = 0, dmin = 0;  // f16 bits
+  int8_t sc[16] = {};        // Q4_K: 8 scales (0..63); Q6_K: 16 scales
+  uint8_t m[8] = {};         // Q4_K minimums
+  int16_t q[256] = {};       // quants as stored (unsigned offsets kept: Q4_0 0..15, ...)
+};
+
+int block_elems(DType t) { return (t == DType::Q4_K || t == DType::Q6_K) ? kQKK : kQK; }
+
+size_t group_block_bytes(DType t) {
+  switch (t) {
+    case DType::Q8_0: return sizeof(packed::GroupQ8_0);
+    case DType::Q4_0: return sizeof(packed::GroupQ4_0);
+    case DType::Q5_0: return sizeof(packed::GroupQ5_0);
+    case DType::Q4_K: return sizeof(packed::GroupQ4_K);
+    case DType::Q6_K: return sizeof(packed::GroupQ6_K);
+    default: fail("packed weights: dtype ", dtype_name(t), " has no packed form");
+  }
+}
+
+// --- source blocks (ggml layouts) <-> RowBlock ----------------------------------------------
+
+void read_source(DType t, const uint8_t* p, RowBlock& o) {
+  switch (t) {
+    case DType::Q8_0: {
+      const auto& b = *reinterpret_cast<const BlockQ8_0*>(p);
+      o.d = b.d;
+      for (int i = 0; i < kQK; ++i) o.q[i] = b.qs[i];
+      return;
+    }
+    case DType::Q4_0: {
+      const auto& b = *reinterpret_cast<const BlockQ4_0*>(p);
+      o.d = b.d;
+      for (int i = 0; i < 16; ++i) {
+        o.q[i] = b.qs[i] & 15;
+        o.q[i + 16] = b.qs[i] >> 4;
+      }
+      return;
+    }
+    case DType::Q5_0: {
+      const auto& b = *reinterpret_cast<const BlockQ5_0*>(p);
+      o.d = b.d;
+      const uint32_t qh = load_u32(b.qh);
+      for (int i = 0; i < 16; ++i) {
+        o.q[i] = static_cast<int16_t>((b.qs[i] & 15) | (((qh >> i) & 1) << 4));
+        o.q[i + 16] = static_cast<int16_t>((b.qs[i] >> 4) | (((qh >> (i + 16)) & 1) << 4));
+      }
+      return;
+    }
+    case DType::Q4_K: {
+      const auto& b = *reinterpret_cast<const BlockQ4_K*>(p);
+      o.d = b.d;
+      o.dmin = b.dmin;
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        k4_scale_min(j, b.scales, &sc, &m);
+        o.sc[j] = static_cast<int8_t>(sc);
+        o.m[j] = m;
+      }
+      for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+          o.q[64 * c + l] = b.qs[32 * c + l] & 15;
+          o.q[64 * c + 32 + l] = b.qs[32 * c + l] >> 4;
+        }
+      return;
+    }
+    case DType::Q6_K: {
+      const auto& b = *reinterpret_cast<const BlockQ6_K*>(p);
+      o.d = b.d;
+      for (int s = 0; s < 16; ++s) o.sc[s] = b.scales[s];
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = b.ql + 64 * h;
+        const uint8_t* qh = b.qh + 32 * h;
+        int16_t* q = o.q + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+          q[l] = static_cast<int16_t>((ql[l] & 15) | ((qh[l] & 3) << 4));
+          q[l + 32] = static_cast<int16_t>((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4));
+          q[l + 64] = static_cast<int16_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+          q[l + 96] = static_cast<int16_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+        }
+      }
+      return;
+    }
+    default: fail("packed weights: dtype ", dtype_name(t), " has no packed form");
+  }
+}
+
+// Byte (r, b) of k-group g in a 32-byte register of the interleaved layout.
+constexpr int lane(int g, int r, int b) { return 32 * g + 4 * r + b; }
+
+void write_group(DType t, const RowBlock (&rb)[kGroupRows], uint8_t* out) {
+  switch (t) {
+    case DType::Q8_0: {
+      auto& o = *reinterpret_cast<packed::GroupQ8_0*>(out);
+      for (int r = 0; r < kGroupRows; ++r) {
+        o.d[r] = rb[r].d;
+        for (int e = 0; e < kQK; ++e) o.qs[lane(e / 4, r, e % 4)] = static_cast<int8_t>(rb[r].q[e]);
+      }
+      return;
+    }
+    case DType::Q4_0:
+    case DType::Q5_0: {
+      uint8_t* qs = out + 16;
+      for (int r = 0; r < kGroupRows; ++r) {
+        std::memcpy(out + 2 * r, &rb[r].d, 2);
+        for (int e = 0; e < 16; ++e) {
+          const int lo = rb[r].q[e] & 15, hi = rb[r].q[e + 16] & 15;
+          qs[lane(e / 4, r, e % 4)] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+      }
+      if (t == DType::Q5_0) {
+        uint8_t* qh = out + 16 + 128;
+        std::memset(qh, 0, 32);
+        for (int r = 0; r < kGroupRows; ++r)
+          for (int e = 0; e < kQK; ++e)
+            qh[4 * r + e % 4] = static_cast<uint8_t>(qh[4 * r + e % 4] | ((rb[r].q[e] >> 4) << (e / 4)));
+      }
+      return;
+    }
+    case DType::Q4_K: {
+      auto& o = *reinterpret_cast<packed::GroupQ4_K*>(out);
+      for (int r = 0; r < kGroupRows; ++r) {
+        o.d[r] = rb[r].d;
+        o.dmin[r] = rb[r].dmin;
+        for (int j = 0; j < 8; ++j) {
+          o.sc[j][r] = static_cast<uint8_t>(rb[r].sc[j]);
+          o.m[j][r] = rb[r].m[j];
+        }
+        for (int p = 0; p < 4; ++p)
+          for (int e = 0; e < 32; ++e) {
+            const int lo = rb[r].q[64 * p + e], hi = rb[r].q[64 * p + 32 + e];
+            o.qs[256 * p + lane(e / 4, r, e % 4)] = static_cast<uint8_t>(lo | (hi << 4));
+          }
+      }
+      return;
+    }
+    case DType::Q6_K: {
+      auto& o = *reinterpret_cast<packed::GroupQ6_K*>(out);
+      std::memset(o.qh, 0, sizeof(o.qh));
+      for (int r = 0; r < kGroupRows; ++r) {
+        o.d[r] = rb[r].d;
+        for (int s = 0; s < 16; ++s) o.sc[s][r] = rb[r].sc[s];
+        for (int e = 0; e < 256; ++e) {
+          const int G = e / 4, b = e % 4, q = rb[r].q[e];
+          uint8_t& l = o.ql[lane(G % 32, r, b)];
+          l = static_cast<uint8_t>(G < 32 ? (l & 0xF0) | (q & 15) : (l & 0x0F) | ((q & 15) << 4));
+          uint8_t& h = o.qh[lane(G % 16, r, b)];
+          h = static_cast<uint8_t>(h | ((q >> 4) << (2 * (G / 16))));
+        }
+      }
+      return;
+    }
+    default: fail("packed weights: dtype ", dtype_name(t), " has no packed form");
+  }
+}
+
+// The inverse of write_group (the reference reads what the kernels read).
+void read_group(DType t, const uint8_t* in, RowBlock (&rb)[kGroupRows]) {
+  switch (t) {
+    case DType::Q8_0: {
+      const auto& g = *reinterpret_cast<const packed::GroupQ8_0*>(in);
+      for (int r = 0; r < kGroupRows; ++r) {
+        rb[r].d = g.d[r];
+        for (int e = 0; e < kQK; ++e) rb[r].q[e] = g.qs[lane(e / 4, r, e % 4)];
+      }
+      return;
+    }
+    case DType::Q4_0:
+    case DType::Q5_0: {
+      const uint8_t* qs = in + 16;
+      for (int r = 0; r < kGroupRows; ++r) {
+        std::memcpy(&rb[r].d, in + 2 * r, 2);
+        for (int e = 0; e < 16; ++e) {
+          const uint8_t v = qs[lane(e / 4, r, e % 4)];
+          rb[r].q[e] = v & 15;
+          rb[r].q[e + 16] = v >> 4;
+        }
+        if (t == DType::Q5_0)
+          for (int e = 0; e < kQK; ++e)
+            rb[r].q[e] = static_cast<int16_t>(rb[r].q[e] | (((in[16 + 128 + 4 * r + e % 4] >> (e / 4)) & 1) << 4));
+      }
+      return;
+    }
+    case DType::Q4_K: {
+      const auto& g = *reinterpret_cast<const packed::GroupQ4_K*>(in);
+      for (int r = 0; r < kGroupRows; ++r) {
+        rb[r].d = g.d[r];
+        rb[r].dmin = g.dmin[r];
+        for (int j = 0; j < 8; ++j) {
+          rb[r].sc[j] = static_cast<int8_t>(g.sc[j][r]);
+          rb[r].m[j] = g.m[j][r];
+        }
+        for (int p = 0; p < 4; ++p)
+          for (int e = 0; e < 32; ++e) {
+            const uint8_t v = g.qs[256 * p + lane(e / 4, r, e % 4)];
+            rb[r].q[64 * p + e] = v & 15;
+            rb[r].q[64 * p + 32 + e] = v >> 4;
+          }
+      }
+      return;
+    }
+    case DType::Q6_K: {
+      const auto& g = *reinterpret_cast<const packed::GroupQ6_K*>(in);
+      for (int r = 0; r < kGroupRows; ++r) {
+        rb[r].d = g.d[r];
+        for (int s = 0; s < 16; ++s) rb[r].sc[s] = g.sc[s][r];
+        for (int e = 0; e < 256; ++e) {
+          const int G = e / 4, b = e % 4;
+          const uint8_t l = g.ql[lane(G % 32, r, b)];
+          const int low = G < 32 ? (l & 15) : (l >> 4);
+          const int high = (g.qh[lane(G % 16, r, b)] >> (2 * (G / 16))) & 3;
+          rb[r].q[e] = static_cast<int16_t>(low | (high << 4));
+        }
+      }
+      return;
+    }
+    default: fail("packed weights: dtype ", dtype_name(t), " has no packed form");
+  }
+}
+
+// --- activations ----------------------------------------------------------------------------
+
+bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+
+size_t act_block_bytes(DType t) { return is_kquant(t) ? sizeof(ActQ8K) : sizeof(ActQ8); }
+
+// One activation row (k elements) in the packed kernels' format.
+void quantize_act_row(DType t, const float* x, int64_t k, uint8_t* out) {
+  const int64_t nb = k / block_elems(t);
+  if (is_kquant(t)) {
+    thread_local std::vector<BlockQ8_K> q;
+    q.resize(static_cast<size_t>(nb));
+    quantize_activation(DType::Q4_K, x, q.data(), k);
+    auto* a = reinterpret_cast<ActQ8K*>(out);
+    for (int64_t i = 0; i < nb; ++i) {
+      a[i].d = q[i].d;
+      std::memcpy(a[i].bsums, q[i].bsums, sizeof(a[i].bsums));
+      for (int j = 0; j < 8; ++j) a[i].sums32[j] = static_cast<int16_t>(q[i].bsums[2 * j] + q[i].bsums[2 * j + 1]);
+      std::memcpy(a[i].qs, q[i].qs, sizeof(a[i].qs));
+    }
+  } else {
+    thread_local std::vector<BlockQ8_0> q;
+    q.resize(static_cast<size_t>(nb));
+    quantize_activation(DType::Q8_0, x, q.data(), k);
+    auto* a = reinterpret_cast<ActQ8*>(out);
+    for (int64_t i = 0; i < nb; ++i) {
+      a[i].d = f16_to_f32(q[i].d);
+      int32_t sum = 0;
+      for (int e = 0; e < kQK; ++e) sum += q[i].qs[e];
+      a[i].sum = sum;
+      std::memcpy(a[i].qs, q[i].qs, sizeof(a[i].qs));
+    }
+  }
+}
+
+// Quantizes T activation rows into per-thread scratch; returns it.
+const uint8_t* quantize_acts(DType t, const float* x, int64_t n_tokens, int64_t k) {
+  thread_local std::vector<uint8_t> scratch;
+  const size_t row = static_cast<size_t>(k / block_elems(t)) * act_block_bytes(t);
+  if (scratch.size() < row * static_cast<size_t>(n_tokens)) scratch.resize(row * static_cast<size_t>(n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i) quantize_act_row(t, x + i * k, k, scratch.data() + static_cast<size_t>(i) * row);
+  return scratch.data();
+}
+
+// --- scalar reference -------------------------------------------------------------------------
+
+// acc += one block of one (row, token), as every kernel does it.
+float ref_block(DType t, const RowBlock& w, const uint8_t* act, float acc) {
+  const float dw = f16_to_f32(w.d);
+  switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q5_0: {
+      const auto& a = *reinterpret_cast<const ActQ8*>(act);
+      const int offset = t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : 0;
+      int32_t isum = 0;
+      for (int e = 0; e < kQK; ++e) isum += w.q[e] * a.qs[e];
+      isum -= offset * a.sum;
+      return std::fma(dw * a.d, static_cast<float>(isum), acc);
+    }
+    case DType::Q4_K: {
+      const auto& a = *reinterpret_cast<const ActQ8K*>(act);
+      int32_t isum = 0, msum = 0;
+      for (int j = 0; j < 8; ++j) {
+        int32_t s = 0;
+        for (int e = 32 * j; e < 32 * j + 32; ++e) s += w.q[e] * a.qs[e];
+        isum += w.sc[j] * s;
+        msum += w.m[j] * a.sums32[j];
+      }
+      acc = std::fma(dw * a.d, static_cast<float>(isum), acc);
+      return std::fma(-(f16_to_f32(w.dmin) * a.d), static_cast<float>(msum), acc);
+    }
+    case DType::Q6_K: {
+      const auto& a = *reinterpret_cast<const ActQ8K*>(act);
+      int32_t isum = 0, bias = 0;
+      for (int s = 0; s < 16; ++s) {
+        int32_t v = 0;
+        for (int e = 16 * s; e < 16 * s + 16; ++e) v += w.q[e] * a.qs[e];
+        isum += w.sc[s] * v;
+        bias += w.sc[s] * a.bsums[s];
+      }
+      return std::fma(dw * a.d, static_cast<float>(isum - 32 * bias), acc);
+    }
+    default: fail("packed weights: dtype ", dtype_name(t), " has no packed form");
+  }
+}
+
+}  // namespace
+
+bool PackedMatrix::supports(DType dtype) {
+  switch (dtype) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q4_K:
+    case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+bool PackedMatrix::available() { return use_avx2(); }
+
+PackedMatrix PackedMatrix::pack(const TensorView& w) {
+  if (!supports(w.dtype)) fail("packed weights: '", w.name, "' has dtype ", dtype_name(w.dtype), ", which has no packed form");
+  PackedMatrix p;
+  p.dtype_ = w.dtype;
+  p.rows_ = w.rows();
+  p.k_ = w.cols();
+  const int64_t nb = p.k_ / block_elems(w.dtype);
+  const size_t row_bytes = dtype_row_bytes(w.dtype, p.k_);
+  const size_t src_block = row_bytes / static_cast<size_t>(nb);
+  if (w.data == nullptr || w.nbytes < static_cast<size_t>(p.rows_) * row_bytes)
+    fail("packed weights: '", w.name, "' ", w.shape_str(), " holds ", w.nbytes, " bytes, fewer than its shape needs");
+  p.n_groups_ = static_cast<size_t>((p.rows_ + kGroupRows - 1) / kGroupRows);
+  p.group_bytes_ = static_cast<size_t>(nb) * group_block_bytes(w.dtype);
+  p.data_ = std::make_unique<uint8_t[]>(p.n_groups_ * p.group_bytes_);
+  RowBlock rb[kGroupRows];
+  for (size_t g = 0; g < p.n_groups_; ++g)
+    for (int64_t i = 0; i < nb; ++i) {
+      for (int r = 0; r < kGroupRows; ++r) {
+        const int64_t row = static_cast<int64_t>(g) * kGroupRows + r;
+        if (row < p.rows_) read_source(w.dtype, w.data + static_cast<size_t>(row) * row_bytes + static_cast<size_t>(i) * src_block, rb[r]);
+        else rb[r] = RowBlock{};  // padding rows: zero scale, zero quants
+      }
+      write_group(w.dtype, rb, p.data_.get() + g * p.group_bytes_ + static_cast<size_t>(i) * group_block_bytes(w.dtype));
+    }
+  return p;
+}
+
+void PackedMatrix::matmul_reference(const float* x, int64_t n_tokens, float* y) const {
+  const int64_t nb = k_ / block_elems(dtype_);
+  const size_t act_row = static_cast<size_t>(nb) * act_block_bytes(dtype_);
+  const uint8_t* act = quantize_acts(dtype_, x, n_tokens, k_);
+  std::vector<float> acc(static_cast<size_t>(n_tokens) * kGroupRows);
+  RowBlock rb[kGroupRows];
+  for (size_t g = 0; g < n_groups_; ++g) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t i = 0; i < nb; ++i) {
+      read_group(dtype_, data_.get() + g * group_bytes_ + static_cast<size_t>(i) * group_block_bytes(dtype_), rb);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int r = 0; r < kGroupRows; ++r) {
+          float& a = acc[static_cast<size_t>(t) * kGroupRows + r];
+          a = ref_block(dtype_, rb[r], act + static_cast<size_t>(t) * act_row + static_cast<size_t>(i) * act_block_bytes(dtype_), a);
+        }
+    }
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int r = 0; r < kGroupRows; ++r) {
+        const int64_t row = static_cast<int64_t>(g) * kGroupRows + r;
+        if (row < rows_) y[t * rows_ + row] = acc[static_cast<size_t>(t) * kGroupRows + r];
+      }
+  }
+}
+
+void PackedMatrix::matmul(const float* x, int64_t n_tokens, float* y, ThreadPool& pool) const {
+  if (n_tokens <= 0) return;
+  if (!available()) return matmul_reference(x, n_tokens, y);
+#if ZEN_HAVE_X86_SIMD
+  avx2::PackedProblem p;
+  p.dtype = dtype_;
+  p.weights = data_.get();
+  p.group_bytes = group_bytes_;
+  p.n_groups = static_cast<int64_t>(n_groups_);
+  p.n_blocks = k_ / block_elems(dtype_);
+  p.act = quantize_acts(dtype_, x, n_tokens, k_);
+  p.act_row_bytes = static_cast<size_t>(p.n_blocks) * act_block_bytes(dtype_);
+  p.n_tokens = n_tokens;
+  p.n_rows = rows_;
+  p.y = y;
+  // Small problems run inline: waking the pool costs more than the work.
+  if (bytes() * static_cast<size_t>(n_tokens) < (size_t{64} << 10)) return avx2::packed_groups(p, 0, p.n_groups);
+  pool.parallel_for(p.n_groups, [&p](int64_t g0, int64_t g1, int) { avx2::packed_groups(p, g0, g1); });
+#endif
+}
+
+}  // namespace zen::kernels

@@ -1,0 +1,340 @@
+// AVX2 kernels over row-interleaved weights. A 32-byte register holds 4 consecutive quants
+// of each of 8 rows; maddubs against 4 activation bytes broadcast to every lane leaves the
+// 8 rows' partial sums in their own lanes. Per (row, token) the arithmetic is exactly
+// packed.cc's reference: exact integer block sums, then one multiply and one FMA per block
+// (Q4_K: two), so each lane matches it bit for bit whatever the token count.
+#include "kernels/cpu/simd.h"
+
+#if ZEN_HAVE_X86_SIMD
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/packed_avx2.h"
+#include "kernels/cpu/packed_layout.h"
+
+namespace zen::kernels::avx2 {
+namespace {
+
+using packed::ActQ8;
+using packed::ActQ8K;
+
+ZEN_TARGET_AVX2 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// 4 activation bytes in every 32-bit lane.
+ZEN_TARGET_AVX2 inline __m256i broadcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// The 8 rows' f16 scales as f32.
+ZEN_TARGET_AVX2 inline __m256 scales8(const uint16_t* d) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
+}
+
+// 8 per-row bytes -> each 32-bit lane holding the value in both 16-bit halves, for a madd that
+// multiplies a lane's two 16-bit partial sums by the row's scale and adds them.
+ZEN_TARGET_AVX2 inline __m256i row_scale_pairs_u8(const uint8_t* s) {
+  const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+  return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
+}
+ZEN_TARGET_AVX2 inline __m256i row_scale_pairs_s8(const int8_t* s) {
+  const __m256i x = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
+  return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(x, 16));
+}
+// Lane r = (lo[r], hi[r]) as two 16-bit values.
+ZEN_TARGET_AVX2 inline __m256i row_pairs_u8(const uint8_t* lo, const uint8_t* hi) {
+  const __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lo)));
+  const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(hi)));
+  return _mm256_or_si256(a, _mm256_slli_epi32(b, 16));
+}
+ZEN_TARGET_AVX2 inline __m256i row_pairs_s8(const int8_t* lo, const int8_t* hi) {
+  const __m256i a = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lo)));
+  const __m256i b = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(hi)));
+  return _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(b, 16));
+}
+
+// Decode streams each group once from DRAM; prefetching a few KB ahead keeps the stream busy
+// (groups are contiguous, so this runs on into the next group).
+constexpr size_t kPrefetchAhead = 4096;
+ZEN_TARGET_AVX2 inline void prefetch_block(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p) + kPrefetchAhead;
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
+template <typename Act>
+inline const Act& act_block(const uint8_t* act, size_t act_row, int t, int64_t i) {
+  return reinterpret_cast<const Act*>(act + static_cast<size_t>(t) * act_row)[i];
+}
+
+// Each kernel handles one block (k-quants: super-block) of one group for the n tokens of a
+// token tile: it unpacks the block's weights once, then passes the tokens over them four at
+// a time, so unpacking costs once per tile rather than once per token. acc[t] holds the 8
+// rows' sums of token t (kept in memory across blocks; its loads and stores are cheap next
+// to a block's work).
+
+// Runs body.template operator()<T>(t) over tokens [0, n) in steps of 4, then the remainder.
+template <typename Body>
+ZEN_TARGET_AVX2 inline void over_tokens(int n, const Body& body) {
+  int t = 0;
+  for (; t + 4 <= n; t += 4) body.template operator()<4>(t);
+  switch (n - t) {
+    case 3: body.template operator()<3>(t); break;
+    case 2: body.template operator()<2>(t); break;
+    case 1: body.template operator()<1>(t); break;
+    default: break;
+  }
+}
+
+// --- 32-element formats ------------------------------------------------------------------------
+
+struct Q8_0Kernel {
+  using Group = packed::GroupQ8_0;
+  ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
+    const __m256 dw = scales8(g.d);
+    __m256i w[8], wabs[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      w[k] = load256(g.qs + 32 * k);
+      wabs[k] = _mm256_sign_epi8(w[k], w[k]);
+    }
+    over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
+#pragma GCC unroll 4
+      for (int t = t0; t < t0 + T; ++t) {
+        const ActQ8& a = act_block<ActQ8>(act, act_row, t, i);
+        __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          // |w| * (a with w's sign) = w * a, within maddubs' u8 x s8 range.
+          const __m256i p = _mm256_maddubs_epi16(wabs[k], _mm256_sign_epi8(broadcast4(a.qs + 4 * k), w[k]));
+          s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        }
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc[t]);
+      }
+    });
+  }
+};
+
+// Q4_0 (kFiveBit false) and Q5_0: unsigned quants, the offset subtracted via the block sum.
+template <bool kFiveBit>
+struct Q4Q5Kernel {
+  using Group = std::conditional_t<kFiveBit, packed::GroupQ5_0, packed::GroupQ4_0>;
+  static constexpr int kOffset = kFiveBit ? 16 : 8;
+  ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256 dw = scales8(g.d);
+    __m256i w[8];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = load256(g.qs + 32 * k);
+      w[k] = _mm256_and_si256(v, low4);
+      w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    }
+    if constexpr (kFiveBit) {
+      const __m256i h = load256(g.qh);
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << k));
+        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
+        w[k] = _mm256_or_si256(w[k], _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+      }
+    }
+    over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
+      const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+      for (int t = t0; t < t0 + T; ++t) {
+        const ActQ8& a = act_block<ActQ8>(act, act_row, t, i);
+        __m256i s;
+        if constexpr (kFiveBit) {  // 2 * 31 * 127 per 16-bit lane: add 4 maddubs at most
+          __m256i lo = _mm256_maddubs_epi16(w[0], broadcast4(a.qs));
+          __m256i hi = _mm256_maddubs_epi16(w[4], broadcast4(a.qs + 16));
+#pragma GCC unroll 3
+          for (int k = 1; k < 4; ++k) {
+            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[k], broadcast4(a.qs + 4 * k)));
+            hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[k + 4], broadcast4(a.qs + 16 + 4 * k)));
+          }
+          s = _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+        } else {  // 2 * 15 * 127 per lane: all 8 fit
+          __m256i s16 = _mm256_maddubs_epi16(w[0], broadcast4(a.qs));
+#pragma GCC unroll 7
+          for (int k = 1; k < 8; ++k) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[k], broadcast4(a.qs + 4 * k)));
+          s = _mm256_madd_epi16(s16, ones);
+        }
+        s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset * a.sum));
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc[t]);
+      }
+    });
+  }
+};
+
+// --- k-quants ------------------------------------------------------------------------------------
+
+constexpr int kTokenTile = 64;  // tokens per pass over a group; bounds the activation working set
+
+struct Q4_KKernel {
+  using Group = packed::GroupQ4_K;
+  ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i isum[kTokenTile];
+    for (int t = 0; t < n; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int j = 0; j < 8; ++j) {
+      const __m256i sc = row_scale_pairs_u8(g.sc[j]);
+      const uint8_t* qs = g.qs + 256 * (j / 2);
+      __m256i w[8];
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i v = load256(qs + 32 * k);
+        w[k] = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(v, 4) : v, low4);
+      }
+      over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
+#pragma GCC unroll 4
+        for (int t = t0; t < t0 + T; ++t) {
+          const int8_t* aq = act_block<ActQ8K>(act, act_row, t, i).qs + 32 * j;
+          __m256i s16 = _mm256_maddubs_epi16(w[0], broadcast4(aq));  // 8 x 2 * 15 * 127 fits
+#pragma GCC unroll 7
+          for (int k = 1; k < 8; ++k) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[k], broadcast4(aq + 4 * k)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, sc));
+        }
+      });
+    }
+    __m256i mins[4];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) mins[p] = row_pairs_u8(g.m[2 * p], g.m[2 * p + 1]);
+    const __m256 dw = scales8(g.d), dm = scales8(g.dmin);
+    for (int t = 0; t < n; ++t) {
+      const ActQ8K& a = act_block<ActQ8K>(act, act_row, t, i);
+      __m256i msum = _mm256_madd_epi16(mins[0], broadcast4(a.sums32));
+#pragma GCC unroll 3
+      for (int p = 1; p < 4; ++p) msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins[p], broadcast4(a.sums32 + 2 * p)));
+      const __m256 da = _mm256_set1_ps(a.d);
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(msum), acc[t]);
+    }
+  }
+};
+
+// Q6_K: the low nibble of k-group G and the two high bits, as laid out in GroupQ6_K.
+template <int m>
+ZEN_TARGET_AVX2 inline __m256i q6_group(__m256i ql_lo, __m256i ql_hi, __m256i qh) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256i lo, hi;
+  if constexpr (m == 0) {
+    lo = _mm256_and_si256(ql_lo, low4);
+    hi = _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4);
+  } else if constexpr (m == 1) {
+    lo = _mm256_and_si256(ql_hi, low4);
+    hi = _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2);
+  } else if constexpr (m == 2) {
+    lo = _mm256_and_si256(_mm256_srli_epi16(ql_lo, 4), low4);
+    hi = _mm256_and_si256(qh, _mm256_set1_epi8(0x30));
+  } else {
+    lo = _mm256_and_si256(_mm256_srli_epi16(ql_hi, 4), low4);
+    hi = _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(0xC0))), 2);
+  }
+  return _mm256_or_si256(lo, hi);
+}
+
+struct Q6_KKernel {
+  using Group = packed::GroupQ6_K;
+  // k-groups j + 16m and j + 1 + 16m: both in sub-block j / 4 + 4m.
+  template <int m>
+  ZEN_TARGET_AVX2 static void pair(const Group& g, int j, const uint8_t* act, size_t act_row, int64_t i, int n,
+                                   __m256i* isum) {
+    const __m256i qa = q6_group<m>(load256(g.ql + 32 * j), load256(g.ql + 32 * (j + 16)), load256(g.qh + 32 * j));
+    const __m256i qb =
+        q6_group<m>(load256(g.ql + 32 * (j + 1)), load256(g.ql + 32 * (j + 17)), load256(g.qh + 32 * (j + 1)));
+    const __m256i sc = row_scale_pairs_s8(g.sc[j / 4 + 4 * m]);
+    const int G = j + 16 * m;
+    over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
+#pragma GCC unroll 4
+      for (int t = t0; t < t0 + T; ++t) {
+        const int8_t* aq = act_block<ActQ8K>(act, act_row, t, i).qs;
+        // 2 x 2 * 63 * 127 per 16-bit lane: fits.
+        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(qa, broadcast4(aq + 4 * G)),
+                                             _mm256_maddubs_epi16(qb, broadcast4(aq + 4 * (G + 1))));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, sc));
+      }
+    });
+  }
+
+  ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
+    __m256i isum[kTokenTile];
+    for (int t = 0; t < n; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int j = 0; j < 16; j += 2) {
+      pair<0>(g, j, act, act_row, i, n, isum);
+      pair<1>(g, j, act, act_row, i, n, isum);
+      pair<2>(g, j, act, act_row, i, n, isum);
+      pair<3>(g, j, act, act_row, i, n, isum);
+    }
+    __m256i scp[8];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) scp[p] = row_pairs_s8(g.sc[2 * p], g.sc[2 * p + 1]);
+    const __m256 dw = scales8(g.d);
+    for (int t = 0; t < n; ++t) {
+      const ActQ8K& a = act_block<ActQ8K>(act, act_row, t, i);
+      // The quants were taken as q, not q - 32: subtract 32 * sum_s sc[s] * bsums[s].
+      __m256i bias = _mm256_madd_epi16(scp[0], broadcast4(a.bsums));
+#pragma GCC unroll 7
+      for (int p = 1; p < 8; ++p) bias = _mm256_add_epi32(bias, _mm256_madd_epi16(scp[p], broadcast4(a.bsums + 2 * p)));
+      const __m256i v = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(bias, 5));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(v), acc[t]);
+    }
+  }
+};
+
+// --- driver ----------------------------------------------------------------------------------------
+
+// One group for tokens [t0, t0 + n): blocks in order, then the 8 rows of each token stored.
+template <typename K>
+ZEN_TARGET_AVX2 void group_tokens(const PackedProblem& p, int64_t g, int64_t t0, int n) {
+  const auto* blocks = reinterpret_cast<const typename K::Group*>(p.weights + static_cast<size_t>(g) * p.group_bytes);
+  const uint8_t* act = p.act + static_cast<size_t>(t0) * p.act_row_bytes;
+  __m256 acc[kTokenTile];
+  for (int t = 0; t < n; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < p.n_blocks; ++i) {
+    if (n == 1) prefetch_block(&blocks[i], sizeof(blocks[i]));  // decode: a stream from DRAM
+    K::block(blocks[i], act, p.act_row_bytes, i, n, acc);
+  }
+  const int64_t r0 = g * packed::kGroupRows;
+  const int64_t live = std::min<int64_t>(packed::kGroupRows, p.n_rows - r0);
+  for (int t = 0; t < n; ++t) {
+    float* dst = p.y + (t0 + t) * p.n_rows + r0;
+    if (live == packed::kGroupRows) {
+      _mm256_storeu_ps(dst, acc[t]);
+    } else {  // the last group of a matrix whose rows are not a multiple of 8
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, acc[t]);
+      std::copy(tmp, tmp + live, dst);
+    }
+  }
+}
+
+template <typename K>
+ZEN_TARGET_AVX2 void groups(const PackedProblem& p, int64_t g0, int64_t g1) {
+  for (int64_t t0 = 0; t0 < p.n_tokens; t0 += kTokenTile) {
+    const int n = static_cast<int>(std::min<int64_t>(kTokenTile, p.n_tokens - t0));
+    for (int64_t g = g0; g < g1; ++g) group_tokens<K>(p, g, t0, n);
+  }
+}
+
+}  // namespace
+
+void packed_groups(const PackedProblem& p, int64_t g0, int64_t g1) {
+  switch (p.dtype) {
+    case DType::Q8_0: return groups<Q8_0Kernel>(p, g0, g1);
+    case DType::Q4_0: return groups<Q4Q5Kernel<false>>(p, g0, g1);
+    case DType::Q5_0: return groups<Q4Q5Kernel<true>>(p, g0, g1);
+    case DType::Q4_K: return groups<Q4_KKernel>(p, g0, g1);
+    case DType::Q6_K: return groups<Q6_KKernel>(p, g0, g1);
+    default: return;
+  }
+}
+
+}  // namespace zen::kernels::avx2
+
+#endif  // ZEN_HAVE_X86_SIMD
