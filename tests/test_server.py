@@ -1,6 +1,7 @@
 """`zen serve` through the official openai client: chat and completions, streaming, usage,
 stop strings, logprobs, tools, thinking plumbing, and every error status."""
 import json
+import socket
 import threading
 import time
 
@@ -372,23 +373,76 @@ def test_client_disconnect_aborts_the_request(zen_server):
     assert zen_server.metric('zen_requests_total{outcome="abort"}') > aborted_before
 
 
+def wait_for(condition, seconds=20):
+    """Polls condition until it holds or `seconds` pass; returns its last value."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def send_unread_chat(server, stream):
+    """A long chat completion on a bare socket that is never read (its close is a vanished
+    client). ignore_eos: the request cannot end by itself before the client goes away."""
+    body = json.dumps({"model": server.model, "messages": USER, "max_tokens": 2000, "ignore_eos": True,
+                       "temperature": 0, "stream": stream}).encode()
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    return sock
+
+
+def aborted(server):
+    return server.metric('zen_requests_total{outcome="abort"}')
+
+
+def test_ignore_eos_generates_exactly_max_tokens(zen_server):
+    # The model's end-of-turn token (<|im_end|>) is an EOS too: ignore_eos must run past it,
+    # or a "long" request may end after a dozen tokens.
+    client = zen_server.client()
+    messages = [{"role": "user", "content": "Reply with just the word OK."}]
+    n = 40
+    short = client.chat.completions.create(model=zen_server.model, messages=messages, max_tokens=n, **greedy())
+    assert short.choices[0].finish_reason == "stop" and short.usage.completion_tokens < n  # ends early by itself
+    full = client.chat.completions.create(model=zen_server.model, messages=messages, max_tokens=n,
+                                          extra_body={"ignore_eos": True}, **greedy())
+    assert full.choices[0].finish_reason == "length" and full.usage.completion_tokens == n
+    _, finish, usage, _ = collect_stream(client.chat.completions.create(
+        model=zen_server.model, messages=messages, max_tokens=n, stream=True,
+        stream_options={"include_usage": True}, extra_body={"ignore_eos": True}, **greedy()))
+    assert finish == "length" and usage.completion_tokens == n
+
+
 def test_non_streaming_client_disconnect_aborts_too(zen_server):
     # A non-streaming request gets whitespace keep-alives before its JSON body (valid JSON),
     # so a vanished client shows up as a failed write and its request is aborted.
-    import socket
-    aborted_before = zen_server.metric('zen_requests_total{outcome="abort"}')
-    body = json.dumps({"model": zen_server.model, "messages": USER, "max_tokens": 2000, "ignore_eos": True}).encode()
-    sock = socket.create_connection(("127.0.0.1", zen_server.port))
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    time.sleep(1.5)
+    aborted_before = aborted(zen_server)
+    sock = send_unread_chat(zen_server, stream=False)
+    assert wait_for(lambda: zen_server.metric("zen_num_requests_running") >= 1)
+    time.sleep(1.0)  # keep-alives reach the client's buffer unread
     sock.close()
-    deadline = time.time() + 20
-    while time.time() < deadline and (zen_server.metric('zen_requests_total{outcome="abort"}') == aborted_before
-                                      or zen_server.metric("zen_num_requests_running") != 0):
-        time.sleep(0.1)
-    assert zen_server.metric('zen_requests_total{outcome="abort"}') > aborted_before
-    assert zen_server.metric("zen_num_requests_running") == 0
+    assert wait_for(lambda: aborted(zen_server) > aborted_before and zen_server.metric("zen_num_requests_running") == 0)
+
+
+def test_client_disconnect_while_queued_aborts_the_waiting_request():
+    # One sequence at a time: the first request runs, the next two (one streaming, one not)
+    # wait in the queue, where only keep-alives can notice that their clients left.
+    server = ZenServer("--max-num-seqs", "1")
+    try:
+        running = send_unread_chat(server, stream=True)
+        assert wait_for(lambda: server.metric("zen_num_requests_running") == 1)
+        queued = [send_unread_chat(server, stream) for stream in (False, True)]
+        assert wait_for(lambda: server.metric("zen_num_requests_waiting") == 2)
+        for sock in queued:
+            sock.close()
+        assert wait_for(lambda: aborted(server) == 2 and server.metric("zen_num_requests_waiting") == 0)
+        assert server.metric("zen_num_requests_running") == 1  # the running request goes on
+        running.close()
+        assert wait_for(lambda: aborted(server) == 3 and server.metric("zen_num_requests_running") == 0)
+    finally:
+        server.stop()
 
 
 def test_metrics_exposition(zen_server):

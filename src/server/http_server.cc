@@ -97,8 +97,9 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
   const auto n_prompt = static_cast<int64_t>(prompt.ids.size());
   if (!r.max_tokens_given) r.params.max_tokens = std::max<int64_t>(1, engine.context_window() - n_prompt);
   // The model's end-of-turn tokens (<|im_end|>) end generation even when its config names
-  // only <|endoftext|> as EOS.
-  r.params.stop_token_ids = tok.stop_ids();
+  // only <|endoftext|> as EOS. They are end-of-sequence tokens too, so ignore_eos (as in vLLM)
+  // skips them: its caller wants exactly max_tokens (benchmarks, long-running requests).
+  if (!r.params.ignore_eos) r.params.stop_token_ids = tok.stop_ids();
 
   OutputOptions out;
   out.stop = r.stop;
