@@ -240,23 +240,31 @@ ZEN_TARGET_AVX2 inline __m256i q6_group(__m256i ql_lo, __m256i ql_hi, __m256i qh
 
 struct Q6_KKernel {
   using Group = packed::GroupQ6_K;
-  // k-groups j + 16m and j + 1 + 16m: both in sub-block j / 4 + 4m.
-  template <int m>
-  ZEN_TARGET_AVX2 static void pair(const Group& g, int j, const uint8_t* act, size_t act_row, int64_t i, int n,
-                                   __m256i* isum) {
-    const __m256i qa = q6_group<m>(load256(g.ql + 32 * j), load256(g.ql + 32 * (j + 16)), load256(g.qh + 32 * j));
-    const __m256i qb =
-        q6_group<m>(load256(g.ql + 32 * (j + 1)), load256(g.ql + 32 * (j + 17)), load256(g.qh + 32 * (j + 1)));
-    const __m256i sc = row_scale_pairs_s8(g.sc[j / 4 + 4 * m]);
-    const int G = j + 16 * m;
+  // k-groups j + 16m and j + 1 + 16m (m < 4; both in sub-block j / 4 + 4m), all tokens.
+  ZEN_TARGET_AVX2 static void pairs(const Group& g, int j, const uint8_t* act, size_t act_row, int64_t i, int n,
+                                    __m256i* isum) {
+    const __m256i l0 = load256(g.ql + 32 * j), l1 = load256(g.ql + 32 * (j + 1));
+    const __m256i u0 = load256(g.ql + 32 * (j + 16)), u1 = load256(g.ql + 32 * (j + 17));
+    const __m256i h0 = load256(g.qh + 32 * j), h1 = load256(g.qh + 32 * (j + 1));
+    const __m256i q[8] = {q6_group<0>(l0, u0, h0), q6_group<0>(l1, u1, h1), q6_group<1>(l0, u0, h0),
+                          q6_group<1>(l1, u1, h1), q6_group<2>(l0, u0, h0), q6_group<2>(l1, u1, h1),
+                          q6_group<3>(l0, u0, h0), q6_group<3>(l1, u1, h1)};
+    __m256i sc[4];
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) sc[m] = row_scale_pairs_s8(g.sc[j / 4 + 4 * m]);
     over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
 #pragma GCC unroll 4
       for (int t = t0; t < t0 + T; ++t) {
-        const int8_t* aq = act_block<ActQ8K>(act, act_row, t, i).qs;
-        // 2 x 2 * 63 * 127 per 16-bit lane: fits.
-        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(qa, broadcast4(aq + 4 * G)),
-                                             _mm256_maddubs_epi16(qb, broadcast4(aq + 4 * (G + 1))));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, sc));
+        const int8_t* aq = act_block<ActQ8K>(act, act_row, t, i).qs + 4 * j;
+        __m256i sum = isum[t];
+#pragma GCC unroll 4
+        for (int m = 0; m < 4; ++m) {
+          // 2 x 2 * 63 * 127 per 16-bit lane: fits.
+          const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q[2 * m], broadcast4(aq + 64 * m)),
+                                               _mm256_maddubs_epi16(q[2 * m + 1], broadcast4(aq + 64 * m + 4)));
+          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, sc[m]));
+        }
+        isum[t] = sum;
       }
     });
   }
@@ -265,12 +273,7 @@ struct Q6_KKernel {
     __m256i isum[kTokenTile];
     for (int t = 0; t < n; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 1
-    for (int j = 0; j < 16; j += 2) {
-      pair<0>(g, j, act, act_row, i, n, isum);
-      pair<1>(g, j, act, act_row, i, n, isum);
-      pair<2>(g, j, act, act_row, i, n, isum);
-      pair<3>(g, j, act, act_row, i, n, isum);
-    }
+    for (int j = 0; j < 16; j += 2) pairs(g, j, act, act_row, i, n, isum);
     __m256i scp[8];
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) scp[p] = row_pairs_s8(g.sc[2 * p], g.sc[2 * p + 1]);
