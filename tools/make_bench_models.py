@@ -29,8 +29,11 @@ an NVFP4 folder and the Q4_K_M file, and between the FP8 folder and the Q8_0 fil
 input_scale is not calibrated (random weights have no meaningful activations): every module gets
 the scale of an activation amax of INPUT_AMAX (8.0, about what RMS-normalised activations of a
 real Qwen3 reach), i.e. amax / (6 * 448) for NVFP4 and amax / 448 for FP8. zen validates but does
-not apply it. After writing, a sample of tensors is read back from the file, dequantized, checked
-to be the nearest grid values, and its relative error against the master is printed.
+not apply it. After writing, sample tensors are read back from the file; every code is checked to
+be a nearest grid value in the scaled domain where ModelOpt rounds, and the relative error of the
+dequantized weights against the master is printed (NVFP4 ~0.095, FP8 ~0.026).
+For tied masters the embedding's GGUF type says what llama.cpp did with the output matrix:
+Q4_K_M stores token_embd as Q6_K, Q8_0 as Q8_0.
 Needs ml_dtypes (`.venv-tools/bin/pip install ml_dtypes`) for the FP8 E4M3 rounding.
 
   .venv-tools/bin/python tools/make_bench_models.py [--sizes 0.6b 1.7b] [--out models/bench]
@@ -178,6 +181,7 @@ def quantize(master, out, ftype):
 # ModelOpt NVFP4 / FP8 folders from the BF16 master.
 
 MODELOPT_ALGOS = {"nvfp4": "NVFP4", "fp8": "FP8"}
+BYTES_PER_PARAM = {"q4_k_m": 0.6, "q8_0": 1.07, "nvfp4": 1.1, "fp8": 1.6}  # measured file sizes, rounded up
 FP8_MAX = np.float32(448.0)
 E2M1_MAX = np.float32(6.0)
 GROUP = 16
@@ -527,7 +531,8 @@ def main():
     for size in args.sizes:
         s = SHAPES[size]
         n_params = sum(int(np.prod(shape)) for _, shape, _ in tensor_plan(s))
-        need = n_params * 2 * 2.2  # bf16 master + q8_0 + q4_k_m, with margin
+        # bf16 master + each output (bytes per master parameter; the folders add an untied lm_head), with margin
+        need = n_params * (2 + sum(BYTES_PER_PARAM[q] for q in args.quants)) * 1.1
         free = shutil.disk_usage(out_dir).free
         if free < need:
             sys.exit(f"not enough disk for {size}: need ~{need / 1e9:.1f} GB, free {free / 1e9:.1f} GB")
