@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import dataclasses
 import fnmatch
+import functools
 import json
 import os
 import pathlib
@@ -57,6 +58,13 @@ def first_existing(*paths):
         if p.exists():
             return p
     return paths[-1]
+
+
+@functools.lru_cache(maxsize=None)
+def gguf_reader(path):
+    """Parsed once per file: the Qwen vocabulary makes a parse take seconds."""
+    from gguf import GGUFReader
+    return GGUFReader(str(path))
 
 
 def folder_entry(folder):
@@ -116,8 +124,7 @@ def weight_bytes_per_token(model):
     if model.is_dir():
         sizes, embed, lm_head = safetensors_sizes(model), "model.embed_tokens.weight", "lm_head.weight"
     else:
-        from gguf import GGUFReader
-        sizes = {t.name: int(t.n_bytes) for t in GGUFReader(str(model)).tensors}
+        sizes = {t.name: int(t.n_bytes) for t in gguf_reader(model).tensors}
         embed, lm_head = "token_embd.weight", "output.weight"
     total = sum(n for name, n in sizes.items() if name != embed)
     if lm_head not in sizes:
@@ -144,8 +151,7 @@ def kv_cache_bytes(model, n_tokens):
         kv_heads = c.get("num_key_value_heads", c["num_attention_heads"])
         head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
     else:
-        from gguf import GGUFReader
-        fields = GGUFReader(str(model)).fields
+        fields = gguf_reader(model).fields
         arch = fields["general.architecture"].contents()
         get = lambda key, default=None: fields[f"{arch}.{key}"].contents() if f"{arch}.{key}" in fields else default
         layers = get("block_count")
