@@ -61,10 +61,21 @@ def first_existing(*paths):
 
 
 @functools.lru_cache(maxsize=None)
-def gguf_reader(path):
-    """Parsed once per file: the Qwen vocabulary makes a parse take seconds."""
+def gguf_summary(path):
+    """({tensor name: bytes}, (KV layers, kv heads, head dim)) of a GGUF, parsed once per file (the
+    Qwen vocabulary makes a parse take seconds; the reader itself is not kept)."""
     from gguf import GGUFReader
-    return GGUFReader(str(path))
+    reader = GGUFReader(str(path))
+    fields = reader.fields
+    arch = fields["general.architecture"].contents()
+
+    def get(key, default=None):
+        return fields[f"{arch}.{key}"].contents() if f"{arch}.{key}" in fields else default
+
+    heads = get("attention.head_count")
+    kv_shape = (get("block_count"), get("attention.head_count_kv", heads),
+                get("attention.key_length", get("embedding_length") // heads))
+    return {t.name: int(t.n_bytes) for t in reader.tensors}, kv_shape
 
 
 def folder_entry(folder):
@@ -124,7 +135,7 @@ def weight_bytes_per_token(model):
     if model.is_dir():
         sizes, embed, lm_head = safetensors_sizes(model), "model.embed_tokens.weight", "lm_head.weight"
     else:
-        sizes = {t.name: int(t.n_bytes) for t in gguf_reader(model).tensors}
+        sizes = gguf_summary(model)[0]
         embed, lm_head = "token_embd.weight", "output.weight"
     total = sum(n for name, n in sizes.items() if name != embed)
     if lm_head not in sizes:
@@ -151,12 +162,7 @@ def kv_cache_bytes(model, n_tokens):
         kv_heads = c.get("num_key_value_heads", c["num_attention_heads"])
         head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
     else:
-        fields = gguf_reader(model).fields
-        arch = fields["general.architecture"].contents()
-        get = lambda key, default=None: fields[f"{arch}.{key}"].contents() if f"{arch}.{key}" in fields else default
-        layers = get("block_count")
-        kv_heads = get("attention.head_count_kv", get("attention.head_count"))
-        head_dim = get("attention.key_length", get("embedding_length") // get("attention.head_count"))
+        layers, kv_heads, head_dim = gguf_summary(model)[1]
     slots = -(-n_tokens // KV_BLOCK) * KV_BLOCK
     return slots * 2 * layers * kv_heads * head_dim * 4
 
@@ -174,16 +180,30 @@ def measure_bandwidth(threads, zen):
     return gbps.get(threads, max(gbps.values()))
 
 
+# Runs argv[1:] as its child and appends that child's peak RSS (KiB) to stderr. Linux seeds a
+# process's ru_maxrss at exec with the high-water RSS of the process it was forked from, so a zen
+# forked straight from this script (which holds llama.cpp's mapped model, GBs) would report this
+# script's size. Forked from this small launcher instead, the floor is the launcher's ~10 MB.
+RSS_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"\\npeak-rss-kib: {usage.ru_maxrss}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_measuring_rss(cmd):
-    """(exit code, stderr text, peak RSS in bytes) of one child process. os.wait4 gives that
-    child's own rusage (RUSAGE_CHILDREN would be the maximum over every child ever waited for);
-    ru_maxrss is in KiB on Linux. Output goes to files, not pipes, so nothing blocks before wait4."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting again
-        err.seek(0)
-        return proc.returncode, err.read().decode(errors="replace"), usage.ru_maxrss * 1024
+    """(exit code, stderr text, peak RSS in bytes of cmd's own process; see RSS_LAUNCHER).
+    os.wait4 gives that one child's rusage (RUSAGE_CHILDREN would be the maximum over every
+    child ever waited for); ru_maxrss is in KiB on Linux."""
+    r = subprocess.run([sys.executable, "-I", "-c", RSS_LAUNCHER, *map(str, cmd)], capture_output=True, text=True)
+    m = re.search(r"\npeak-rss-kib: (\d+)\n$", r.stderr)
+    if m is None:
+        raise RuntimeError(f"RSS launcher failed on {cmd[0]}: {r.stderr.strip()[-500:]}")
+    return r.returncode, r.stderr[:m.start()], int(m.group(1)) * 1024
 
 
 def zen_once(zen, model, prompt_text, n_decode, threads):
