@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -242,6 +243,73 @@ void read_group(DType t, const uint8_t* in, RowBlock (&rb)[kGroupRows]) {
   }
 }
 
+// The same bytes as write_group(read_source(...)) without going through RowBlock: most
+// layouts move whole 4-byte k-groups (Q4_0's and Q4_K's interleaved bytes are the source's
+// bytes, only reordered). src[r] is row r's source block, nullptr for a padding row.
+void pack_block(DType t, const uint8_t* const (&src)[kGroupRows], uint8_t* out) {
+  std::memset(out, 0, group_block_bytes(t));
+  for (int r = 0; r < kGroupRows; ++r) {
+    if (src[r] == nullptr) continue;
+    switch (t) {
+      case DType::Q8_0: {
+        const auto& b = *reinterpret_cast<const BlockQ8_0*>(src[r]);
+        auto& o = *reinterpret_cast<packed::GroupQ8_0*>(out);
+        o.d[r] = b.d;
+        for (int g = 0; g < 8; ++g) std::memcpy(o.qs + lane(g, r, 0), b.qs + 4 * g, 4);
+        break;
+      }
+      case DType::Q4_0: {
+        const auto& b = *reinterpret_cast<const BlockQ4_0*>(src[r]);
+        auto& o = *reinterpret_cast<packed::GroupQ4_0*>(out);
+        o.d[r] = b.d;
+        for (int j = 0; j < 4; ++j) std::memcpy(o.qs + lane(j, r, 0), b.qs + 4 * j, 4);
+        break;
+      }
+      case DType::Q5_0: {
+        const auto& b = *reinterpret_cast<const BlockQ5_0*>(src[r]);
+        auto& o = *reinterpret_cast<packed::GroupQ5_0*>(out);
+        o.d[r] = b.d;
+        for (int j = 0; j < 4; ++j) std::memcpy(o.qs + lane(j, r, 0), b.qs + 4 * j, 4);
+        const uint32_t qh = load_u32(b.qh);
+        for (int c = 0; c < 4; ++c) {
+          uint32_t bits = 0;
+          for (int g = 0; g < 8; ++g) bits |= ((qh >> (4 * g + c)) & 1u) << g;
+          o.qh[4 * r + c] = static_cast<uint8_t>(bits);
+        }
+        break;
+      }
+      case DType::Q4_K: {
+        const auto& b = *reinterpret_cast<const BlockQ4_K*>(src[r]);
+        auto& o = *reinterpret_cast<packed::GroupQ4_K*>(out);
+        o.d[r] = b.d;
+        o.dmin[r] = b.dmin;
+        for (int j = 0; j < 8; ++j) k4_scale_min(j, b.scales, &o.sc[j][r], &o.m[j][r]);
+        for (int p = 0; p < 4; ++p)
+          for (int g = 0; g < 8; ++g) std::memcpy(o.qs + 256 * p + lane(g, r, 0), b.qs + 32 * p + 4 * g, 4);
+        break;
+      }
+      case DType::Q6_K: {
+        RowBlock rb;
+        read_source(t, src[r], rb);
+        auto& o = *reinterpret_cast<packed::GroupQ6_K*>(out);
+        o.d[r] = rb.d;
+        for (int s = 0; s < 16; ++s) o.sc[s][r] = rb.sc[s];
+        for (int i = 0; i < 32; ++i)
+          for (int c = 0; c < 4; ++c)
+            o.ql[lane(i, r, c)] = static_cast<uint8_t>((rb.q[4 * i + c] & 15) | ((rb.q[4 * (i + 32) + c] & 15) << 4));
+        for (int j = 0; j < 16; ++j)
+          for (int c = 0; c < 4; ++c) {
+            int v = 0;
+            for (int m = 0; m < 4; ++m) v |= (rb.q[4 * (j + 16 * m) + c] >> 4) << (2 * m);
+            o.qh[lane(j, r, c)] = static_cast<uint8_t>(v);
+          }
+        break;
+      }
+      default: fail("packed weights: dtype ", dtype_name(t), " has no packed form");
+    }
+  }
+}
+
 // --- activations ----------------------------------------------------------------------------
 
 bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
@@ -358,6 +426,31 @@ PackedMatrix PackedMatrix::pack(const TensorView& w) {
   p.n_groups_ = static_cast<size_t>((p.rows_ + kGroupRows - 1) / kGroupRows);
   p.group_bytes_ = static_cast<size_t>(nb) * group_block_bytes(w.dtype);
   p.data_ = std::make_unique<uint8_t[]>(p.n_groups_ * p.group_bytes_);
+  auto pack_groups = [&](size_t g0, size_t g1) {
+    for (size_t g = g0; g < g1; ++g)
+      for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t* src[kGroupRows];
+        for (int r = 0; r < kGroupRows; ++r) {
+          const int64_t row = static_cast<int64_t>(g) * kGroupRows + r;
+          src[r] = row < p.rows_ ? w.data + static_cast<size_t>(row) * row_bytes + static_cast<size_t>(i) * src_block : nullptr;
+        }
+        pack_block(w.dtype, src, p.data_.get() + g * p.group_bytes_ + static_cast<size_t>(i) * group_block_bytes(w.dtype));
+      }
+  };
+  // Large matrices (embeddings, MLPs) pack on every core: loading is otherwise bound by this.
+  const size_t threads = p.bytes() < (size_t{1} << 20) ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> workers;
+  for (size_t i = 1; i < threads; ++i)
+    workers.emplace_back(pack_groups, p.n_groups_ * i / threads, p.n_groups_ * (i + 1) / threads);
+  pack_groups(0, p.n_groups_ / threads);
+  for (auto& t : workers) t.join();
+  return p;
+}
+
+PackedMatrix PackedMatrix::pack_reference(const TensorView& w) {
+  PackedMatrix p = pack(w);  // validation and allocation; the bytes are rewritten below
+  const int64_t nb = p.k_ / block_elems(w.dtype);
+  const size_t row_bytes = dtype_row_bytes(w.dtype, p.k_), src_block = row_bytes / static_cast<size_t>(nb);
   RowBlock rb[kGroupRows];
   for (size_t g = 0; g < p.n_groups_; ++g)
     for (int64_t i = 0; i < nb; ++i) {

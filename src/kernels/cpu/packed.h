@@ -40,11 +40,14 @@ class PackedMatrix {
   // Interleaves w ([rows, k] in a supported dtype); rows are padded to a multiple of 8 with
   // zero blocks. Throws zen::Error for unsupported dtypes or a short tensor.
   static PackedMatrix pack(const TensorView& w);
+  // The same bytes, built element by element from the layout definitions (tests).
+  static PackedMatrix pack_reference(const TensorView& w);
 
   DType dtype() const { return dtype_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return k_; }
   size_t bytes() const { return n_groups_ * group_bytes_; }
+  const uint8_t* data() const { return data_.get(); }
 
   // y[t, n] = sum_k W[n, k] * x[t, k]; x: [T, K] f32, y: [T, N] f32. Batch-invariant.
   void matmul(const float* x, int64_t n_tokens, float* y, ThreadPool& pool) const;

@@ -132,6 +132,18 @@ TEST(Packed, MatchesTheSourceRowsDotProducts) {
   }
 }
 
+TEST(Packed, FastPackingEqualsTheElementwiseDefinition) {
+  std::mt19937 rng(36);
+  for (DType t : kPackedDtypes)
+    for (int64_t N : {8, 13, 4000}) {  // 4000 rows: over 1 MB, packed by several threads
+      const int64_t K = k_for(t, 1);
+      const Source s = make_source(rng, t, N, K);
+      const PackedMatrix fast = PackedMatrix::pack(s.view), slow = PackedMatrix::pack_reference(s.view);
+      ASSERT_EQ(fast.bytes(), slow.bytes());
+      EXPECT_EQ(std::memcmp(fast.data(), slow.data(), fast.bytes()), 0) << dtype_name(t) << " N=" << N;
+    }
+}
+
 TEST(Packed, ZeroWeightsGiveZeros) {
   std::mt19937 rng(34);
   for (DType t : kPackedDtypes) {
