@@ -201,6 +201,12 @@ struct Q4_KKernel {
         }
       });
     }
+    finish(g, act, act_row, i, n, isum, acc);
+  }
+
+  // acc[t] += the block's scaled sum and minimum term, for each token.
+  ZEN_TARGET_AVX2 static void finish(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n,
+                                     const __m256i* isum, __m256* acc) {
     __m256i mins[4];
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) mins[p] = row_pairs_u8(g.m[2 * p], g.m[2 * p + 1]);
@@ -216,6 +222,33 @@ struct Q4_KKernel {
     }
   }
 };
+
+
+// Decode (one token): the blocks of a group with the sums in registers. The same integer
+// sums and float operations as block(), so the same bits.
+ZEN_TARGET_AVX2 inline __m256 decode_q4_k(const packed::GroupQ4_K* g, const uint8_t* act, int64_t nb) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i, ++g) {
+    prefetch_block(g, sizeof(*g));
+    const int8_t* aq = act_block<ActQ8K>(act, 0, 0, i).qs;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* qs = g->qs + 256 * (j / 2);
+      __m256i s16 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i v = load256(qs + 32 * k);
+        const __m256i w = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(v, 4) : v, low4);
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w, broadcast4(aq + 32 * j + 4 * k)));
+      }
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, row_scale_pairs_u8(g->sc[j])));
+    }
+    Q4_KKernel::finish(*g, act, 0, i, 1, &isum, &acc);
+  }
+  return acc;
+}
 
 // Q6_K: the low nibble of k-group G and the two high bits, as laid out in GroupQ6_K.
 template <int m>
@@ -274,6 +307,12 @@ struct Q6_KKernel {
     for (int t = 0; t < n; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 1
     for (int j = 0; j < 16; j += 2) pairs(g, j, act, act_row, i, n, isum);
+    finish(g, act, act_row, i, n, isum, acc);
+  }
+
+  // acc[t] += the block's sum with the -32 offset folded back in, for each token.
+  ZEN_TARGET_AVX2 static void finish(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n,
+                                     const __m256i* isum, __m256* acc) {
     __m256i scp[8];
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) scp[p] = row_pairs_s8(g.sc[2 * p], g.sc[2 * p + 1]);
@@ -290,6 +329,33 @@ struct Q6_KKernel {
   }
 };
 
+ZEN_TARGET_AVX2 inline __m256 decode_q6_k(const packed::GroupQ6_K* g, const uint8_t* act, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i, ++g) {
+    prefetch_block(g, sizeof(*g));
+    const int8_t* aq = act_block<ActQ8K>(act, 0, 0, i).qs;
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int j = 0; j < 16; j += 2) {
+      const __m256i l0 = load256(g->ql + 32 * j), l1 = load256(g->ql + 32 * (j + 1));
+      const __m256i u0 = load256(g->ql + 32 * (j + 16)), u1 = load256(g->ql + 32 * (j + 17));
+      const __m256i h0 = load256(g->qh + 32 * j), h1 = load256(g->qh + 32 * (j + 1));
+      const int8_t* a = aq + 4 * j;
+      auto quarter = [&]<int m>() ZEN_TARGET_AVX2 {
+        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q6_group<m>(l0, u0, h0), broadcast4(a + 64 * m)),
+                                             _mm256_maddubs_epi16(q6_group<m>(l1, u1, h1), broadcast4(a + 64 * m + 4)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, row_scale_pairs_s8(g->sc[j / 4 + 4 * m])));
+      };
+      quarter.template operator()<0>();
+      quarter.template operator()<1>();
+      quarter.template operator()<2>();
+      quarter.template operator()<3>();
+    }
+    Q6_KKernel::finish(*g, act, 0, i, 1, &isum, &acc);
+  }
+  return acc;
+}
+
 // --- driver ----------------------------------------------------------------------------------------
 
 // One group for tokens [t0, t0 + n): blocks in order, then the 8 rows of each token stored.
@@ -298,10 +364,18 @@ ZEN_TARGET_AVX2 void group_tokens(const PackedProblem& p, int64_t g, int64_t t0,
   const auto* blocks = reinterpret_cast<const typename K::Group*>(p.weights + static_cast<size_t>(g) * p.group_bytes);
   const uint8_t* act = p.act + static_cast<size_t>(t0) * p.act_row_bytes;
   __m256 acc[kTokenTile];
-  for (int t = 0; t < n; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < p.n_blocks; ++i) {
-    if (n == 1) prefetch_block(&blocks[i], sizeof(blocks[i]));  // decode: a stream from DRAM
-    K::block(blocks[i], act, p.act_row_bytes, i, n, acc);
+  if constexpr (std::is_same_v<K, Q4_KKernel>) {
+    if (n == 1) acc[0] = decode_q4_k(blocks, act, p.n_blocks);
+  } else if constexpr (std::is_same_v<K, Q6_KKernel>) {
+    if (n == 1) acc[0] = decode_q6_k(blocks, act, p.n_blocks);
+  }
+  const bool decoded = n == 1 && (std::is_same_v<K, Q4_KKernel> || std::is_same_v<K, Q6_KKernel>);
+  if (!decoded) {
+    for (int t = 0; t < n; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < p.n_blocks; ++i) {
+      if (n == 1) prefetch_block(&blocks[i], sizeof(blocks[i]));  // decode: a stream from DRAM
+      K::block(blocks[i], act, p.act_row_bytes, i, n, acc);
+    }
   }
   const int64_t r0 = g * packed::kGroupRows;
   const int64_t live = std::min<int64_t>(packed::kGroupRows, p.n_rows - r0);
