@@ -58,14 +58,6 @@ const Table& e5m2_table() {
 const float* row_scales(const Fp8Matrix& w, int64_t row) { return w.scales + (row / w.block_rows) * w.scale_cols(); }
 
 #if ZEN_HAVE_X86_SIMD
-// 8 E4M3 bytes -> 8 floats equal to the E4M3 values times 2^-8.
-ZEN_TARGET_AVX2 inline __m256 e4m3x8_scaled(const uint8_t* p) {
-  const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m128i sign = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8);
-  const __m128i mag = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7F)), 7);
-  return _mm256_cvtph_ps(_mm_or_si128(sign, mag));
-}
-
 // True when no 8-column chunk straddles two scale blocks, so a chunk has one scale.
 bool chunks_have_one_scale(const Fp8Matrix& w) { return w.block_cols % 8 == 0 || w.block_cols >= w.cols; }
 
@@ -92,7 +84,14 @@ ZEN_TARGET_AVX2 void decode_row(const Fp8Matrix& w, int64_t row, float* out) {
   for (int64_t k0 = 0; k0 < w.cols; k0 += w.block_cols, ++cb) {
     const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
     const __m256 s = _mm256_set1_ps(scales[cb] * 256.0f);
-    for (int64_t i = k0; i < k1; i += 8) _mm256_storeu_ps(out + i, weights_x8(wr + i, k1 - i, s));
+    int64_t i = k0;
+    for (; i + 16 <= k1; i += 16) {
+      __m256 w0, w1;
+      e4m3x16_scaled(wr + i, &w0, &w1);
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(w0, s));
+      _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(w1, s));
+    }
+    for (; i < k1; i += 8) _mm256_storeu_ps(out + i, weights_x8(wr + i, k1 - i, s));
   }
 }
 
@@ -121,6 +120,19 @@ ZEN_TARGET_AVX2 void gemv_rows(const Fp8Matrix& w, int64_t r0, const float* x, f
     #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) s[r] = _mm256_set1_ps(scales[r][cb] * 256.0f);
     int64_t i = k0;
+    for (; i + 16 <= k1; i += 16) {
+      // The R rows are R short streams; fetch the next R rows (contiguous after these) one
+      // line per step, which covers them exactly by the end of this pass.
+      if constexpr (R == 4) _mm_prefetch(reinterpret_cast<const char*>(wr[0] + R * w.cols + R * i), _MM_HINT_T0);
+      const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+      #pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        __m256 w0, w1;
+        e4m3x16_scaled(wr[r] + i, &w0, &w1);
+        acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(w0, s[r]), x0, acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(w1, s[r]), x1, acc[r]);
+      }
+    }
     for (; i + 8 <= k1; i += 8) {
       const __m256 xv = _mm256_loadu_ps(x + i);
       #pragma GCC unroll 4

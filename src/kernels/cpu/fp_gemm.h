@@ -37,6 +37,24 @@ void fp_gemm_avx2(const FpGemmFormat& f, const float* x, int64_t n_tokens, float
 ZEN_TARGET_AVX2 inline __m256i tail_mask(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+
+// E4M3 byte b in a 16-bit lane -> the f16 bits sign << 15 | magnitude << 7: (b << 8) shifted
+// right arithmetically by one puts the magnitude in place and copies the sign into bit 14,
+// which the mask clears.
+// 8 E4M3 bytes -> 8 floats equal to the E4M3 values times 2^-8.
+ZEN_TARGET_AVX2 inline __m256 e4m3x8_scaled(const uint8_t* p) {
+  const __m128i b8 = _mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(b8, 1), _mm_set1_epi16(static_cast<short>(0xBFFF))));
+}
+
+// 16 E4M3 bytes -> 2 x 8 floats equal to the E4M3 values times 2^-8.
+ZEN_TARGET_AVX2 inline void e4m3x16_scaled(const uint8_t* p, __m256* lo, __m256* hi) {
+  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(b, 8), 1),
+                                     _mm256_set1_epi16(static_cast<short>(0xBFFF)));
+  *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+  *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
 #endif
 
 }  // namespace zen::kernels

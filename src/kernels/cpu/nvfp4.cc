@@ -3,6 +3,7 @@
 #include "kernels/cpu/nvfp4.h"
 
 #include <array>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/cpu/fp8.h"
@@ -28,56 +29,97 @@ const uint8_t* row_scales(const Nvfp4Matrix& w, int64_t row) {
 }
 
 #if ZEN_HAVE_X86_SIMD
-// A group's scale as the kernels apply it: half of (block scale * global scale), rounded as
-// nvfp4_dequantize_row rounds it, then halved (exact), because the codes decode to 2 * E2M1.
-// e4m3: e4m3_lut(), fetched once per call by the callers (it sits behind a static-init guard).
-inline float half_group_scale(const float* e4m3, const Nvfp4Matrix& w, uint8_t scale_code) {
-  return 0.5f * (e4m3[scale_code] * w.global_scale);
+// c[g] = e4m3(scale[g]) * global_scale for a row's groups, rounded as nvfp4_dequantize_row
+// rounds it: (E4M3 * 2^-8) * (global * 2^8) is the same real product.
+ZEN_TARGET_AVX2 void group_scales(const Nvfp4Matrix& w, const uint8_t* scales, float* c) {
+  const int64_t groups = w.cols / kNvfp4GroupSize;
+  const __m256 global256 = _mm256_set1_ps(w.global_scale * 256.0f);
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8) _mm256_storeu_ps(c + g, _mm256_mul_ps(e4m3x8_scaled(scales + g), global256));
+  const float* e4m3 = e4m3_lut();
+  for (; g < groups; ++g) c[g] = e4m3[scales[g]] * w.global_scale;
 }
 
-// The 16 weights of one group, exactly as nvfp4_dequantize_row writes them: the 8 code bytes
-// split into nibbles in element order, a byte shuffle maps each code to 2 * E2M1 (an int8:
-// 0,1,2,3,4,6,8,12 signed), widened to f32 and multiplied by the halved group scale; the
-// product of 2 * E2M1 (<= 2 significant bits) and the halved scale rounds exactly as
-// E2M1 * scale does.
-ZEN_TARGET_AVX2 inline void decode_group(const uint8_t* codes, float half_scale, __m256* w0, __m256* w1) {
-  const __m128i twice_e2m1 = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+// 16 codes (one per byte, element order) -> their E2M1 values, exactly: a byte shuffle gives
+// each value's f16 high byte (the low bytes of 0, 0.5, ..., 6 are zero; code 8 is +0 as in
+// ModelOpt's table), F16C widens.
+ZEN_TARGET_AVX2 inline void e2m1x16(__m128i codes, __m256* w0, __m256* w1) {
+  const __m128i f16_high = _mm_setr_epi8(0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46, 0x00, static_cast<char>(0xB8),
+                                         static_cast<char>(0xBC), static_cast<char>(0xBE), static_cast<char>(0xC0),
+                                         static_cast<char>(0xC2), static_cast<char>(0xC4), static_cast<char>(0xC6));
+  const __m128i high = _mm_shuffle_epi8(f16_high, codes);
+  *w0 = _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), high));
+  *w1 = _mm256_cvtph_ps(_mm_unpackhi_epi8(_mm_setzero_si128(), high));
+}
+
+// The codes of two consecutive groups (16 bytes, low nibble = even element), in element order.
+ZEN_TARGET_AVX2 inline void split_two_groups(const uint8_t* p, __m128i* a, __m128i* b) {
   const __m128i low4 = _mm_set1_epi8(0x0F);
-  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes));
-  const __m128i lo = _mm_and_si128(bytes, low4);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low4);
-  const __m128i vals = _mm_shuffle_epi8(twice_e2m1, _mm_unpacklo_epi8(lo, hi));  // 16 x int8
-  const __m256 s = _mm256_set1_ps(half_scale);
-  *w0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(vals)), s);
-  *w1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(vals, 8))), s);
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i lo = _mm_and_si128(bytes, low4), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low4);
+  *a = _mm_unpacklo_epi8(lo, hi);
+  *b = _mm_unpackhi_epi8(lo, hi);
 }
 
-// y[r0 + r] for R rows, one token, in the fp_gemm.h order; the rows share the x loads and
-// give the FMA chains R-way independence.
+ZEN_TARGET_AVX2 inline __m128i split_one_group(const uint8_t* p) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm_unpacklo_epi8(_mm_and_si128(bytes, low4), _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
+}
+
+// y[r] for R rows from r0, one token, in the fp_gemm.h order; the rows share the x loads and
+// give the FMA chains R-way independence. Weights: E2M1 * c[g], as nvfp4_dequantize_row.
 template <int R>
 ZEN_TARGET_AVX2 void gemv_rows(const Nvfp4Matrix& w, int64_t r0, const float* x, float* y) {
+  const int64_t groups = w.cols / kNvfp4GroupSize;
+  thread_local std::vector<float> scale_buffer;
+  scale_buffer.resize(static_cast<size_t>(R * groups));
   const uint8_t* codes[R];
-  const uint8_t* scales[R];
+  const float* c[R];
   __m256 acc[R];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     codes[r] = row_codes(w, r0 + r);
-    scales[r] = row_scales(w, r0 + r);
+    float* cr = scale_buffer.data() + r * groups;
+    group_scales(w, row_scales(w, r0 + r), cr);
+    c[r] = cr;
     acc[r] = _mm256_setzero_ps();
   }
-  const int64_t groups = w.cols / kNvfp4GroupSize;
-  const float* e4m3 = e4m3_lut();
-  for (int64_t g = 0; g < groups; ++g) {
-    const __m256 x0 = _mm256_loadu_ps(x + g * kNvfp4GroupSize), x1 = _mm256_loadu_ps(x + g * kNvfp4GroupSize + 8);
-    #pragma GCC unroll 4
+  int64_t g = 0;
+  for (; g + 2 <= groups; g += 2) {
+    // The R rows are R short streams; fetch the next R rows (contiguous after these) one line
+    // per step, which covers them exactly by the end of this pass.
+    if constexpr (R == 4) _mm_prefetch(reinterpret_cast<const char*>(codes[0] + R * (w.cols / 2) + R * 8 * g), _MM_HINT_T0);
+    const float* xg = x + g * kNvfp4GroupSize;
+    const __m256 x0 = _mm256_loadu_ps(xg), x1 = _mm256_loadu_ps(xg + 8), x2 = _mm256_loadu_ps(xg + 16),
+                 x3 = _mm256_loadu_ps(xg + 24);
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      __m256 w0, w1;
-      decode_group(codes[r] + 8 * g, half_group_scale(e4m3, w, scales[r][g]), &w0, &w1);
-      acc[r] = _mm256_fmadd_ps(w0, x0, acc[r]);
-      acc[r] = _mm256_fmadd_ps(w1, x1, acc[r]);
+      __m128i ca, cb;
+      split_two_groups(codes[r] + 8 * g, &ca, &cb);
+      __m256 a0, a1, b0, b1;
+      e2m1x16(ca, &a0, &a1);
+      e2m1x16(cb, &b0, &b1);
+      const __m256 sa = _mm256_broadcast_ss(c[r] + g), sb = _mm256_broadcast_ss(c[r] + g + 1);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(a0, sa), x0, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(a1, sa), x1, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(b0, sb), x2, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(b1, sb), x3, acc[r]);
     }
   }
-  #pragma GCC unroll 4
+  if (g < groups) {
+    const float* xg = x + g * kNvfp4GroupSize;
+    const __m256 x0 = _mm256_loadu_ps(xg), x1 = _mm256_loadu_ps(xg + 8);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      __m256 a0, a1;
+      e2m1x16(split_one_group(codes[r] + 8 * g), &a0, &a1);
+      const __m256 sa = _mm256_broadcast_ss(c[r] + g);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(a0, sa), x0, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(a1, sa), x1, acc[r]);
+    }
+  }
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);  // y: [R]
 }
 
@@ -90,16 +132,19 @@ ZEN_TARGET_AVX2 void gemv_avx2(const void* ctx, int64_t r0, int64_t r1, const fl
 
 ZEN_TARGET_AVX2 void decode_panel_avx2(const void* ctx, int64_t r0, int64_t n, float* panel) {
   const auto& w = *static_cast<const Nvfp4Matrix*>(ctx);
-  const float* e4m3 = e4m3_lut();
+  const int64_t groups = w.cols / kNvfp4GroupSize;
+  thread_local std::vector<float> c;
+  c.resize(static_cast<size_t>(groups));
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* codes = row_codes(w, r0 + i);
-    const uint8_t* scales = row_scales(w, r0 + i);
+    group_scales(w, row_scales(w, r0 + i), c.data());
     float* out = panel + i * w.cols;  // cols is a multiple of 16: no padding
-    for (int64_t g = 0; g < w.cols / kNvfp4GroupSize; ++g) {
+    for (int64_t g = 0; g < groups; ++g) {
       __m256 w0, w1;
-      decode_group(codes + 8 * g, half_group_scale(e4m3, w, scales[g]), &w0, &w1);
-      _mm256_storeu_ps(out + g * kNvfp4GroupSize, w0);
-      _mm256_storeu_ps(out + g * kNvfp4GroupSize + 8, w1);
+      e2m1x16(split_one_group(codes + 8 * g), &w0, &w1);
+      const __m256 s = _mm256_set1_ps(c[static_cast<size_t>(g)]);
+      _mm256_storeu_ps(out + g * kNvfp4GroupSize, _mm256_mul_ps(w0, s));
+      _mm256_storeu_ps(out + g * kNvfp4GroupSize + 8, _mm256_mul_ps(w1, s));
     }
   }
 }
