@@ -2,8 +2,8 @@
 //
 // AVX2 decode of E4M3: the 7 magnitude bits shifted left by 7 form an f16 whose exponent bias
 // is 15 instead of 7, i.e. the f16 equals the E4M3 value times 2^-8 (subnormals included), so
-// F16C widens 8 values with one instruction and the scale is taken times 2^8 (exact: a power
-// of two), giving the dequantized weights bit for bit. Products: fp_gemm.h. NaN encodings
+// F16C widens 8 values with one instruction; the 2^-8 is undone exactly by taking the block
+// scales times 2^8. Products: fp_gemm.h (scales applied per block to partial sums). NaN encodings
 // (0x7F, 0xFF) are not reproduced by this path (they decode to +-480); checkpoints never store
 // them and the scalar path still returns NaN.
 #include "kernels/cpu/fp8.h"
@@ -58,41 +58,45 @@ const Table& e5m2_table() {
 const float* row_scales(const Fp8Matrix& w, int64_t row) { return w.scales + (row / w.block_rows) * w.scale_cols(); }
 
 #if ZEN_HAVE_X86_SIMD
-// True when no 8-column chunk straddles two scale blocks, so a chunk has one scale.
-bool chunks_have_one_scale(const Fp8Matrix& w) { return w.block_cols % 8 == 0 || w.block_cols >= w.cols; }
+// True when no 8-column chunk straddles two scale blocks: the kernels then keep the E4M3
+// values unscaled (times 2^-8) in the chains and apply each block's scale (times 2^8) to the
+// block's partial sums (fp_gemm.h's segmented order). Otherwise (odd block widths) they run
+// over the exactly dequantized weights (the unscaled order).
+bool segmented(const Fp8Matrix& w) { return w.block_cols % 8 == 0 || w.block_cols >= w.cols; }
 
-// The 8 (or, at the row's end, `n` < 8 then zeros) weights at `p`, exactly as
-// fp8_dequantize_row writes them: (E4M3 * 2^-8) * (scale * 2^8) rounds as E4M3 * scale does.
-ZEN_TARGET_AVX2 inline __m256 weights_x8(const uint8_t* p, int64_t n, __m256 scale256) {
-  if (n >= 8) return _mm256_mul_ps(e4m3x8_scaled(p), scale256);
+// The 8 (or, at the row's end, `n` < 8 then zeros) E4M3 values at `p`, times 2^-8.
+ZEN_TARGET_AVX2 inline __m256 e4m3x8_tail(const uint8_t* p, int64_t n) {
+  if (n >= 8) return e4m3x8_scaled(p);
   uint8_t padded[8] = {};
   std::copy(p, p + n, padded);
-  return _mm256_mul_ps(e4m3x8_scaled(padded), scale256);
+  return e4m3x8_scaled(padded);
 }
 
-// Row `row` dequantized into out[padded_cols(cols)], tail zero, with the kernels' rounding.
+// Row `row`'s panel values into out[padded_cols(cols)], tail zero: E4M3 * 2^-8 when
+// segmented, else the dequantized weights.
 ZEN_TARGET_AVX2 void decode_row(const Fp8Matrix& w, int64_t row, float* out) {
   const uint8_t* wr = w.data + static_cast<size_t>(row) * static_cast<size_t>(w.cols);
-  const float* scales = row_scales(w, row);
   const int64_t kp = padded_cols(w.cols);
-  if (!chunks_have_one_scale(w)) {  // odd block widths: per element (same values)
+  if (!segmented(w)) {
     fp8_dequantize_row(w, row, out);
     std::fill(out + w.cols, out + kp, 0.0f);
     return;
   }
-  int64_t cb = 0;
-  for (int64_t k0 = 0; k0 < w.cols; k0 += w.block_cols, ++cb) {
-    const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
-    const __m256 s = _mm256_set1_ps(scales[cb] * 256.0f);
-    int64_t i = k0;
-    for (; i + 16 <= k1; i += 16) {
-      __m256 w0, w1;
-      e4m3x16_scaled(wr + i, &w0, &w1);
-      _mm256_storeu_ps(out + i, _mm256_mul_ps(w0, s));
-      _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(w1, s));
-    }
-    for (; i < k1; i += 8) _mm256_storeu_ps(out + i, weights_x8(wr + i, k1 - i, s));
+  int64_t i = 0;
+  for (; i + 16 <= w.cols; i += 16) {
+    __m256 w0, w1;
+    e4m3x16_scaled(wr + i, &w0, &w1);
+    _mm256_storeu_ps(out + i, w0);
+    _mm256_storeu_ps(out + i + 8, w1);
   }
+  for (; i < w.cols; i += 8) _mm256_storeu_ps(out + i, e4m3x8_tail(wr + i, w.cols - i));
+}
+
+// The row's block scales times 2^8 (undoing the decode's 2^-8 exactly): out[scale_cols()].
+void segment_scales(const void* ctx, int64_t row, float* out) {
+  const auto& w = *static_cast<const Fp8Matrix*>(ctx);
+  const float* scales = row_scales(w, row);
+  for (int64_t cb = 0; cb < w.scale_cols(); ++cb) out[cb] = scales[cb] * 256.0f;
 }
 
 ZEN_TARGET_AVX2 void decode_panel_avx2(const void* ctx, int64_t r0, int64_t n, float* panel) {
@@ -100,52 +104,54 @@ ZEN_TARGET_AVX2 void decode_panel_avx2(const void* ctx, int64_t r0, int64_t n, f
   for (int64_t i = 0; i < n; ++i) decode_row(w, r0 + i, panel + i * padded_cols(w.cols));
 }
 
-// y[r] for R rows from r0, one token, in the fp_gemm.h order (requires chunks_have_one_scale);
+// y[r] for R rows from r0, one token, in fp_gemm.h's segmented order (requires segmented());
 // the rows share the x loads and give the FMA chains R-way independence.
 template <int R>
 ZEN_TARGET_AVX2 void gemv_rows(const Fp8Matrix& w, int64_t r0, const float* x, float* y) {
   const uint8_t* wr[R];
   const float* scales[R];
-  __m256 acc[R];
-  #pragma GCC unroll 4
+  __m256 total[R];
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     wr[r] = w.data + static_cast<size_t>(r0 + r) * static_cast<size_t>(w.cols);
     scales[r] = row_scales(w, r0 + r);
-    acc[r] = _mm256_setzero_ps();
+    total[r] = _mm256_setzero_ps();
   }
   int64_t cb = 0;
   for (int64_t k0 = 0; k0 < w.cols; k0 += w.block_cols, ++cb) {
     const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
-    __m256 s[R];
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) s[r] = _mm256_set1_ps(scales[r][cb] * 256.0f);
+    __m256 acc[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     int64_t i = k0;
     for (; i + 16 <= k1; i += 16) {
       // The R rows are R short streams; fetch the next R rows (contiguous after these) one
       // line per step, which covers them exactly by the end of this pass.
       if constexpr (R == 4) _mm_prefetch(reinterpret_cast<const char*>(wr[0] + R * w.cols + R * i), _MM_HINT_T0);
       const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         __m256 w0, w1;
         e4m3x16_scaled(wr[r] + i, &w0, &w1);
-        acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(w0, s[r]), x0, acc[r]);
-        acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(w1, s[r]), x1, acc[r]);
+        acc[r] = _mm256_fmadd_ps(w0, x0, acc[r]);
+        acc[r] = _mm256_fmadd_ps(w1, x1, acc[r]);
       }
     }
     for (; i + 8 <= k1; i += 8) {
       const __m256 xv = _mm256_loadu_ps(x + i);
-      #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(e4m3x8_scaled(wr[r] + i), s[r]), xv, acc[r]);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(e4m3x8_scaled(wr[r] + i), xv, acc[r]);
     }
     if (i < k1) {  // the row's last, partial chunk
       const __m256 xv = _mm256_maskload_ps(x + i, tail_mask(k1 - i));
-      #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(weights_x8(wr[r] + i, k1 - i, s[r]), xv, acc[r]);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(e4m3x8_tail(wr[r] + i, k1 - i), xv, acc[r]);
     }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) total[r] = _mm256_fmadd_ps(acc[r], _mm256_set1_ps(scales[r][cb] * 256.0f), total[r]);
   }
-  #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);  // y: [R]
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) y[r] = hsum(total[r]);  // y: [R]
 }
 
 // One row through a decoded copy (odd block widths), same order as the panel tiles.
@@ -163,7 +169,7 @@ ZEN_TARGET_AVX2 float decoded_row_dot(const Fp8Matrix& w, int64_t row, const flo
 
 ZEN_TARGET_AVX2 void gemv_avx2(const void* ctx, int64_t r0, int64_t r1, const float* x, float* y) {
   const auto& w = *static_cast<const Fp8Matrix*>(ctx);
-  if (!chunks_have_one_scale(w)) {
+  if (!segmented(w)) {
     for (int64_t r = r0; r < r1; ++r) y[r] = decoded_row_dot(w, r, x);
     return;
   }
@@ -173,7 +179,7 @@ ZEN_TARGET_AVX2 void gemv_avx2(const void* ctx, int64_t r0, int64_t r1, const fl
 }
 
 ZEN_TARGET_AVX2 float fp8_row_dot_avx2(const Fp8Matrix& w, int64_t row, const float* x) {
-  if (!chunks_have_one_scale(w)) return decoded_row_dot(w, row, x);
+  if (!segmented(w)) return decoded_row_dot(w, row, x);
   float y = 0.0f;
   gemv_rows<1>(w, row, x, &y);
   return y;
@@ -241,8 +247,12 @@ void fp8_dequantize_row(const Fp8Matrix& w, int64_t row, float* out) {
 void fp8_matmul(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
 #if ZEN_HAVE_X86_SIMD
   if (use_avx2()) {
-    const FpGemmFormat f{&w, w.rows, w.cols, static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols),
-                         decode_panel_avx2, gemv_avx2};
+    FpGemmFormat f{&w, w.rows, w.cols, static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols),
+                   decode_panel_avx2, gemv_avx2};
+    if (segmented(w)) {
+      f.segment = w.block_cols;
+      f.segment_scales = segment_scales;
+    }
     return fp_gemm_avx2(f, x, n_tokens, y, pool);
   }
 #endif

@@ -1,13 +1,14 @@
 // AVX2 products of dequantized-on-the-fly weight matrices (FP8, NVFP4) with f32 activations.
 //
 // One accumulation order for every output, whatever the batch size or thread count:
-//   y[t, n] = hsum(acc), acc (8 lanes) = fma chain over k-chunks c = 0, 1, ...:
-//             acc = fma(W[n, 8c .. 8c+8), x[t, 8c .. 8c+8), acc)
-// where W is the exact dequantized weight (the f32 the format's dequantize_row writes) and the
-// last chunk is zero-padded. Decode (T = 1) runs that chain straight from the packed weights
-// (the format's gemv); prefill dequantizes a tile of rows into a per-thread f32 panel once and
-// runs register-blocked tiles (4 rows x 3 tokens) of the same chains over it, so both give
-// bit-identical y[t, n].
+//   acc (8 lanes) = fma chain over k-chunks c = 0, 1, ...: acc = fma(W[n, 8c .. 8c+8), x[t, ..], acc)
+// where W is the format's panel value of the weight and the last chunk is zero-padded; then
+//   unscaled formats (no segment scales):  y[t, n] = hsum(acc) over the whole row;
+//   segmented formats: one such chain per segment of `segment` columns (a multiple of 8),
+//                      total = fma(acc_segment, scale[n, segment], total) lane-wise, y = hsum(total).
+// Decode (T = 1) runs those chains straight from the packed weights (the format's gemv);
+// prefill decodes a tile of rows into a per-thread f32 panel once and runs register-blocked
+// tiles (4 rows x 3 tokens) of the same chains over it, so both give bit-identical y[t, n].
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +26,9 @@ struct FpGemmFormat {
   void (*decode_panel)(const void* ctx, int64_t r0, int64_t n, float* panel) = nullptr;
   // y[r] for r in [r0, r1) with one token x [cols], in the order above.
   void (*gemv)(const void* ctx, int64_t r0, int64_t r1, const float* x, float* y) = nullptr;
+  // Segmented formats: columns per segment and the row's scales out[ceil(cols / segment)].
+  int64_t segment = 0;
+  void (*segment_scales)(const void* ctx, int64_t row, float* out) = nullptr;
 };
 
 inline int64_t padded_cols(int64_t cols) { return (cols + 7) / 8 * 8; }
