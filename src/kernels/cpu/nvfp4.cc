@@ -1,5 +1,7 @@
-// NVFP4 products. AVX2 path: fp_gemm.h over weights dequantized exactly as
-// nvfp4_dequantize_row does (decode_group); scalar path: ref::nvfp4_row_dot per output.
+// NVFP4 products. AVX2 path: fp_gemm.h's unscaled order over weights dequantized exactly as
+// nvfp4_dequantize_row does (E2M1 via e2m1x16, times the group scale from group_scales; a NaN
+// scale code, which checkpoints never hold, decodes to 480 there); scalar path:
+// ref::nvfp4_row_dot per output.
 #include "kernels/cpu/nvfp4.h"
 
 #include <array>
