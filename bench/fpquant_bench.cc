@@ -1,6 +1,7 @@
 // FP8 / NVFP4 GEMV benchmarks in GB/s of weight bytes streamed (codes + scales), registered
 // into zen_kernels_bench:
 //   zen_kernels_bench --benchmark_filter='Gemv/(FP8|NVFP4)'
+// and prefill-shaped products in FLOP/s: --benchmark_filter='Gemm64/(FP8|NVFP4)'.
 // dram:1 rotates over enough copies (> 128 MiB) that each call streams from DRAM, as decode
 // does; dram:0 keeps one L3-resident copy (the kernel's compute ceiling).
 #include <benchmark/benchmark.h>
@@ -80,6 +81,49 @@ void BM_GemvNvfp4(benchmark::State& state) {
   set_simd_enabled(true);
 }
 
+// Prefill-shaped products: FLOP/s at `tokens` tokens (weights L3/L2-resident).
+// Args: n, k, threads, tokens, block (FP8: 0 per-tensor, else block x block; NVFP4: unused).
+void BM_GemmFp8(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), tokens = state.range(3), block = state.range(4);
+  const std::vector<uint8_t> w = random_bytes(static_cast<size_t>(n * k), 1, 0x00, 0x7E);
+  const int64_t br = block == 0 ? n : block, bc = block == 0 ? k : block;
+  std::vector<float> scales(static_cast<size_t>(((n + br - 1) / br) * ((k + bc - 1) / bc)), 0.01f);
+  std::mt19937 rng(2);
+  const auto x = testing::random_activations(rng, tokens * k);
+  std::vector<float> y(static_cast<size_t>(n * tokens));
+  const Fp8Matrix m{w.data(), n, k, scales.data(), br, bc};
+  for (auto _ : state) {
+    fp8_matmul(m, x.data(), tokens, y.data(), fp_pool(static_cast<int>(state.range(2))));
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(static_cast<double>(2 * n * k * tokens),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_GemmNvfp4(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), tokens = state.range(3);
+  const std::vector<uint8_t> codes = random_bytes(static_cast<size_t>(n * k / 2), 3, 0, 255);
+  const std::vector<uint8_t> scales = random_bytes(static_cast<size_t>(n * k / 16), 4, 0x20, 0x50);
+  std::mt19937 rng(5);
+  const auto x = testing::random_activations(rng, tokens * k);
+  std::vector<float> y(static_cast<size_t>(n * tokens));
+  const Nvfp4Matrix m{codes.data(), scales.data(), n, k, 0.01f};
+  for (auto _ : state) {
+    nvfp4_matmul(m, x.data(), tokens, y.data(), fp_pool(static_cast<int>(state.range(2))));
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(static_cast<double>(2 * n * k * tokens),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void gemm_args(benchmark::internal::Benchmark* b, bool with_block) {
+  for (int threads : {1, 2})
+    for (int64_t block : with_block ? std::vector<int64_t>{0, 128} : std::vector<int64_t>{0})
+      b->Args({3072, 1024, threads, 64, block});
+  b->ArgNames({"n", "k", "threads", "tokens", "block"});
+  b->UseRealTime();
+}
+
 // Qwen2.5-0.5B's ffn_up shape [4864, 896], as in kernels_bench.cc.
 void fp_args(benchmark::internal::Benchmark* b, bool with_block) {
   for (int64_t block : with_block ? std::vector<int64_t>{0, 128} : std::vector<int64_t>{0})
@@ -96,6 +140,9 @@ void fp_args(benchmark::internal::Benchmark* b, bool with_block) {
 
 BENCHMARK(BM_GemvFp8)->Name("Gemv/FP8")->Apply([](benchmark::internal::Benchmark* b) { fp_args(b, true); });
 BENCHMARK(BM_GemvNvfp4)->Name("Gemv/NVFP4")->Apply([](benchmark::internal::Benchmark* b) { fp_args(b, false); });
+// Qwen3-0.6B's ffn_up shape [3072, 1024].
+BENCHMARK(BM_GemmFp8)->Name("Gemm64/FP8")->Apply([](benchmark::internal::Benchmark* b) { gemm_args(b, true); });
+BENCHMARK(BM_GemmNvfp4)->Name("Gemm64/NVFP4")->Apply([](benchmark::internal::Benchmark* b) { gemm_args(b, false); });
 
 }  // namespace
 }  // namespace zen::kernels

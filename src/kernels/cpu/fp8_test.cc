@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "kernels/cpu/fp_gemm_test_util.h"
 #include "kernels/cpu/kernels_test_util.h"
 #include "kernels/cpu/nvfp4.h"
+#include "kernels/cpu/simd.h"
 
 namespace zen::kernels {
 namespace {
@@ -120,16 +122,48 @@ TEST_P(Fp8MatrixTest, BatchAndThreadInvariant) {
   fp8_matmul(m_, x.data(), T, batch.data(), one);
   fp8_matmul(m_, x.data(), T, batch2.data(), two);
   EXPECT_EQ(batch, batch2);
-  for (int64_t t : {int64_t{0}, int64_t{5}, T - 1}) {
+  for (int64_t t = 0; t < T; ++t) {  // every token: each sits at its own place in the 3-token tiles
     fp8_matmul(m_, x.data() + t * m_.cols, 1, single.data(), two);
     for (int64_t r = 0; r < m_.rows; ++r) EXPECT_EQ(single[r], batch[t * m_.rows + r]) << "t " << t << " r " << r;
+  }
+}
+
+// With AVX2 the product is bit for bit fp_gemm.h's order, at every token of a batch that spans
+// several row panels and token tiles: with 8-column-aligned scale blocks, chains over the E4M3
+// values per block folded with the block scales; with odd block widths, one chain over the
+// dequantized row.
+TEST_P(Fp8MatrixTest, SimdMatmulFollowsTheFpGemmOrder) {
+  if (!use_avx2()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(13);
+  constexpr int64_t T = 70;
+  const std::vector<float> x = testing::random_activations(rng, T * m_.cols);
+  ThreadPool two(2);
+  std::vector<float> y(static_cast<size_t>(T * m_.rows)), row(static_cast<size_t>(m_.cols));
+  fp8_matmul(m_, x.data(), T, y.data(), two);
+  const bool segmented = m_.block_cols % 8 == 0 || m_.block_cols >= m_.cols;
+  std::vector<float> scales(static_cast<size_t>(m_.scale_cols()));
+  for (int64_t r = 0; r < m_.rows; ++r) {
+    if (segmented) {
+      for (int64_t k = 0; k < m_.cols; ++k) row[k] = e4m3_to_f32(m_.data[r * m_.cols + k]) / 256.0f;
+      for (int64_t cb = 0; cb < m_.scale_cols(); ++cb)
+        scales[cb] = m_.scales[(r / m_.block_rows) * m_.scale_cols() + cb] * 256.0f;
+    } else {
+      fp8_dequantize_row(m_, r, row.data());
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xt = x.data() + t * m_.cols;
+      const float expected = segmented ? testing::fp_gemm_segmented_dot(row.data(), xt, m_.cols, m_.block_cols, scales.data())
+                                       : testing::fp_gemm_order_dot(row.data(), xt, m_.cols);
+      ASSERT_EQ(expected, y[t * m_.rows + r]) << "r " << r << " t " << t;
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Fp8MatrixTest,
                          ::testing::Values(Fp8Case{7, 1, 0, 0}, Fp8Case{5, 37, 0, 0}, Fp8Case{33, 160, 0, 0},
                                            Fp8Case{130, 300, 128, 128}, Fp8Case{9, 144, 128, 128},
-                                           Fp8Case{17, 71, 8, 16}, Fp8Case{300, 520, 128, 128}));
+                                           Fp8Case{17, 71, 8, 16}, Fp8Case{300, 520, 128, 128},
+                                           Fp8Case{11, 45, 4, 12}));  // 8-column chunks straddle blocks
 
 }  // namespace
 }  // namespace zen::kernels

@@ -1,12 +1,15 @@
-// NVFP4 products. AVX2 path: a group's 8 bytes are split into 16 nibbles in element order,
-// a byte shuffle maps each code to twice its E2M1 value (an int8: 0,1,2,3,4,6,8,12 signed),
-// which widens to f32 exactly; the halving is folded into the final scale (a power of two).
+// NVFP4 products. AVX2 path: fp_gemm.h's unscaled order over weights dequantized exactly as
+// nvfp4_dequantize_row does (E2M1 via e2m1x16, times the group scale from group_scales; a NaN
+// scale code, which checkpoints never hold, decodes to 480 there); scalar path:
+// ref::nvfp4_row_dot per output.
 #include "kernels/cpu/nvfp4.h"
 
 #include <array>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/cpu/fp8.h"
+#include "kernels/cpu/fp_gemm.h"
 #include "kernels/cpu/simd.h"
 
 #if ZEN_HAVE_X86_SIMD
@@ -28,29 +31,130 @@ const uint8_t* row_scales(const Nvfp4Matrix& w, int64_t row) {
 }
 
 #if ZEN_HAVE_X86_SIMD
-ZEN_TARGET_AVX2 float nvfp4_row_dot_avx2(const Nvfp4Matrix& w, int64_t row, const float* x) {
-  const uint8_t* codes = row_codes(w, row);
-  const uint8_t* scales = row_scales(w, row);
-  const __m128i twice_e2m1 = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-  const __m128i low4 = _mm_set1_epi8(0x0F);
+// c[g] = e4m3(scale[g]) * global_scale for a row's groups, rounded as nvfp4_dequantize_row
+// rounds it: (E4M3 * 2^-8) * (global * 2^8) is the same real product.
+ZEN_TARGET_AVX2 void group_scales(const Nvfp4Matrix& w, const uint8_t* scales, float* c) {
   const int64_t groups = w.cols / kNvfp4GroupSize;
+  const __m256 global256 = _mm256_set1_ps(w.global_scale * 256.0f);
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8) _mm256_storeu_ps(c + g, _mm256_mul_ps(e4m3x8_scaled(scales + g), global256));
   const float* e4m3 = e4m3_lut();
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-  for (int64_t g = 0; g < groups; ++g) {
-    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * g));
-    const __m128i lo = _mm_and_si128(bytes, low4);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low4);
-    const __m128i vals = _mm_shuffle_epi8(twice_e2m1, _mm_unpacklo_epi8(lo, hi));  // 16 x int8
-    const __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(vals));
-    const __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(vals, 8)));
-    const float* xg = x + g * kNvfp4GroupSize;
-    const __m256 sum = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xg + 8), _mm256_mul_ps(w0, _mm256_loadu_ps(xg)));
-    const __m256 scale = _mm256_set1_ps(e4m3[scales[g]]);
-    // Two accumulators alternate so consecutive groups do not wait on one FMA chain.
-    if (g & 1) acc1 = _mm256_fmadd_ps(sum, scale, acc1);
-    else acc0 = _mm256_fmadd_ps(sum, scale, acc0);
+  for (; g < groups; ++g) c[g] = e4m3[scales[g]] * w.global_scale;
+}
+
+// 16 codes (one per byte, element order) -> their E2M1 values, exactly: a byte shuffle gives
+// each value's f16 high byte (the low bytes of 0, 0.5, ..., 6 are zero; code 8 is +0 as in
+// ModelOpt's table), F16C widens.
+ZEN_TARGET_AVX2 inline void e2m1x16(__m128i codes, __m256* w0, __m256* w1) {
+  const __m128i f16_high = _mm_setr_epi8(0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46, 0x00, static_cast<char>(0xB8),
+                                         static_cast<char>(0xBC), static_cast<char>(0xBE), static_cast<char>(0xC0),
+                                         static_cast<char>(0xC2), static_cast<char>(0xC4), static_cast<char>(0xC6));
+  const __m128i high = _mm_shuffle_epi8(f16_high, codes);
+  *w0 = _mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(), high));
+  *w1 = _mm256_cvtph_ps(_mm_unpackhi_epi8(_mm_setzero_si128(), high));
+}
+
+// The codes of two consecutive groups (16 bytes, low nibble = even element), in element order.
+ZEN_TARGET_AVX2 inline void split_two_groups(const uint8_t* p, __m128i* a, __m128i* b) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i lo = _mm_and_si128(bytes, low4), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low4);
+  *a = _mm_unpacklo_epi8(lo, hi);
+  *b = _mm_unpackhi_epi8(lo, hi);
+}
+
+ZEN_TARGET_AVX2 inline __m128i split_one_group(const uint8_t* p) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm_unpacklo_epi8(_mm_and_si128(bytes, low4), _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
+}
+
+// y[r] for R rows from r0, one token, in the fp_gemm.h order; the rows share the x loads and
+// give the FMA chains R-way independence. Weights: E2M1 * c[g], as nvfp4_dequantize_row.
+template <int R>
+ZEN_TARGET_AVX2 void gemv_rows(const Nvfp4Matrix& w, int64_t r0, const float* x, float* y) {
+  const int64_t groups = w.cols / kNvfp4GroupSize;
+  thread_local std::vector<float> scale_buffer;
+  scale_buffer.resize(static_cast<size_t>(R * groups));
+  const uint8_t* codes[R];
+  const float* c[R];
+  __m256 acc[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    codes[r] = row_codes(w, r0 + r);
+    float* cr = scale_buffer.data() + r * groups;
+    group_scales(w, row_scales(w, r0 + r), cr);
+    c[r] = cr;
+    acc[r] = _mm256_setzero_ps();
   }
-  return hsum(_mm256_add_ps(acc0, acc1)) * (0.5f * w.global_scale);
+  int64_t g = 0;
+  for (; g + 2 <= groups; g += 2) {
+    // The R rows are R short streams; fetch the next R rows (contiguous after these) one line
+    // per step, which covers them exactly by the end of this pass.
+    if constexpr (R == 4) _mm_prefetch(reinterpret_cast<const char*>(codes[0] + R * (w.cols / 2) + R * 8 * g), _MM_HINT_T0);
+    const float* xg = x + g * kNvfp4GroupSize;
+    const __m256 x0 = _mm256_loadu_ps(xg), x1 = _mm256_loadu_ps(xg + 8), x2 = _mm256_loadu_ps(xg + 16),
+                 x3 = _mm256_loadu_ps(xg + 24);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      __m128i ca, cb;
+      split_two_groups(codes[r] + 8 * g, &ca, &cb);
+      __m256 a0, a1, b0, b1;
+      e2m1x16(ca, &a0, &a1);
+      e2m1x16(cb, &b0, &b1);
+      const __m256 sa = _mm256_broadcast_ss(c[r] + g), sb = _mm256_broadcast_ss(c[r] + g + 1);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(a0, sa), x0, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(a1, sa), x1, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(b0, sb), x2, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(b1, sb), x3, acc[r]);
+    }
+  }
+  if (g < groups) {
+    const float* xg = x + g * kNvfp4GroupSize;
+    const __m256 x0 = _mm256_loadu_ps(xg), x1 = _mm256_loadu_ps(xg + 8);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      __m256 a0, a1;
+      e2m1x16(split_one_group(codes[r] + 8 * g), &a0, &a1);
+      const __m256 sa = _mm256_broadcast_ss(c[r] + g);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(a0, sa), x0, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(a1, sa), x1, acc[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);  // y: [R]
+}
+
+ZEN_TARGET_AVX2 void gemv_avx2(const void* ctx, int64_t r0, int64_t r1, const float* x, float* y) {
+  const auto& w = *static_cast<const Nvfp4Matrix*>(ctx);
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) gemv_rows<4>(w, r, x, y + r);
+  for (; r < r1; ++r) gemv_rows<1>(w, r, x, y + r);
+}
+
+ZEN_TARGET_AVX2 void decode_panel_avx2(const void* ctx, int64_t r0, int64_t n, float* panel) {
+  const auto& w = *static_cast<const Nvfp4Matrix*>(ctx);
+  const int64_t groups = w.cols / kNvfp4GroupSize;
+  thread_local std::vector<float> c;
+  c.resize(static_cast<size_t>(groups));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* codes = row_codes(w, r0 + i);
+    group_scales(w, row_scales(w, r0 + i), c.data());
+    float* out = panel + i * w.cols;  // cols is a multiple of 16: no padding
+    for (int64_t g = 0; g < groups; ++g) {
+      __m256 w0, w1;
+      e2m1x16(split_one_group(codes + 8 * g), &w0, &w1);
+      const __m256 s = _mm256_set1_ps(c[static_cast<size_t>(g)]);
+      _mm256_storeu_ps(out + g * kNvfp4GroupSize, _mm256_mul_ps(w0, s));
+      _mm256_storeu_ps(out + g * kNvfp4GroupSize + 8, _mm256_mul_ps(w1, s));
+    }
+  }
+}
+
+ZEN_TARGET_AVX2 float nvfp4_row_dot_avx2(const Nvfp4Matrix& w, int64_t row, const float* x) {
+  float y = 0.0f;
+  gemv_rows<1>(w, row, x, &y);
+  return y;
 }
 #endif
 
@@ -101,6 +205,12 @@ void nvfp4_dequantize_row(const Nvfp4Matrix& w, int64_t row, float* out) {
 void nvfp4_matmul(const Nvfp4Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   ZEN_CHECK(w.cols % kNvfp4GroupSize == 0, "NVFP4 cols ", w.cols, " not a multiple of 16");
   const size_t bytes = static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols / 2 + w.cols / kNvfp4GroupSize);
+#if ZEN_HAVE_X86_SIMD
+  if (use_avx2()) {
+    const FpGemmFormat f{&w, w.rows, w.cols, bytes, decode_panel_avx2, gemv_avx2};
+    return fp_gemm_avx2(f, x, n_tokens, y, pool);
+  }
+#endif
   rowwise_matmul(row_dot_thunk, &w, w.rows, w.cols, bytes, x, n_tokens, y, pool);
 }
 

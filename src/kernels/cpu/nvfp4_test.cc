@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "kernels/cpu/fp8.h"
+#include "kernels/cpu/fp_gemm_test_util.h"
 #include "kernels/cpu/kernels_test_util.h"
+#include "kernels/cpu/simd.h"
 
 namespace zen::kernels {
 namespace {
@@ -59,9 +61,28 @@ TEST_P(Nvfp4Test, BatchAndThreadInvariant) {
   nvfp4_matmul(f.m, x.data(), T, batch.data(), one);
   nvfp4_matmul(f.m, x.data(), T, batch2.data(), two);
   EXPECT_EQ(batch, batch2);
-  for (int64_t t : {int64_t{0}, int64_t{3}, T - 1}) {
+  for (int64_t t = 0; t < T; ++t) {  // every token: each sits at its own place in the 3-token tiles
     nvfp4_matmul(f.m, x.data() + t * cols, 1, single.data(), two);
     for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(single[r], batch[t * rows + r]) << "t " << t << " r " << r;
+  }
+}
+
+// With AVX2 the product is bit for bit fp_gemm.h's chained dot of the dequantized rows.
+TEST_P(Nvfp4Test, SimdMatmulIsTheChainedDotOfDequantizedRows) {
+  if (!use_avx2()) GTEST_SKIP() << "no AVX2";
+  const auto [rows, cols] = GetParam();
+  Nvfp4Fixture f(rows, cols);
+  std::mt19937 rng(9);
+  constexpr int64_t T = 70;
+  const std::vector<float> x = testing::random_activations(rng, T * cols);
+  ThreadPool two(2);
+  std::vector<float> y(static_cast<size_t>(T * rows)), row(static_cast<size_t>(cols));
+  nvfp4_matmul(f.m, x.data(), T, y.data(), two);
+  for (int64_t r = 0; r < rows; ++r) {
+    nvfp4_dequantize_row(f.m, r, row.data());
+    for (int64_t t = 0; t < T; ++t)
+      ASSERT_EQ(testing::fp_gemm_order_dot(row.data(), x.data() + t * cols, cols), y[t * rows + r])
+          << "r " << r << " t " << t;
   }
 }
 
@@ -79,7 +100,8 @@ TEST(Nvfp4Decode, LowNibbleIsTheEvenElement) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Nvfp4Test,
                          ::testing::Values(std::pair<int64_t, int64_t>{1, 16}, std::pair<int64_t, int64_t>{7, 48},
                                            std::pair<int64_t, int64_t>{33, 144}, std::pair<int64_t, int64_t>{130, 208},
-                                           std::pair<int64_t, int64_t>{257, 528}));
+                                           std::pair<int64_t, int64_t>{257, 528},
+                                           std::pair<int64_t, int64_t>{37, 1040}));
 
 }  // namespace
 }  // namespace zen::kernels
