@@ -52,7 +52,7 @@ void DenseModel::bind_weights(bool strict) {
     return to_f32_vector(*t);
   };
 
-  w_.embed = matrix(names.embed(), {V, H});
+  w_.embed = Linear::bind(c, names.embed(), {V, H}, quant, Linear::Use::Rows);
   w_.final_norm = vec(names.final_norm(), H);
   if (cfg_.tie_word_embeddings && !c.has(names.lm_head())) {
     w_.lm_head = w_.embed;
@@ -63,6 +63,7 @@ void DenseModel::bind_weights(bool strict) {
     else w_.lm_head = matrix(names.lm_head(), {V, H});
     if (!w_.lm_head.valid()) w_.lm_head = w_.embed;
   }
+  w_.lm_head.prepare_matmul(c);  // packs a tied embedding for its lm_head use
   c.ignore(R"(model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq)", "recomputed from the config");
   c.ignore("rope_freqs.weight", "recomputed from the config");
 

@@ -45,7 +45,7 @@ void HybridModel::bind_weights(bool strict) {
   };
   auto gain = [&](const std::string& name, int64_t n) { return one_plus(take_f32_vector(c, name, {n})); };
 
-  embed_ = matrix(root + "embed_tokens.weight", V, H);
+  embed_ = Linear::bind(c, root + "embed_tokens.weight", {V, H}, quant, Linear::Use::Rows);
   final_norm_ = gain(root + "norm.weight", H);
   if (cfg_.tie_word_embeddings && !c.has("lm_head.weight")) {
     lm_head_ = embed_;
@@ -55,6 +55,7 @@ void HybridModel::bind_weights(bool strict) {
   } else {
     lm_head_ = matrix("lm_head.weight", V, H);
   }
+  lm_head_.prepare_matmul(c);  // packs a tied embedding for its lm_head use
   c.ignore(R"(model\.visual\..*)", "vision tower (the engine runs the text decoder only)");
 
   int64_t state_offset = 0;

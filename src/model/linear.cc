@@ -217,7 +217,7 @@ QuantConfig QuantConfig::from_checkpoint(const Checkpoint& ckpt) {
 }
 
 Linear Linear::bind(Checkpoint& c, const std::string& weight_name, std::vector<int64_t> shape,
-                    const QuantConfig& quant) {
+                    const QuantConfig& quant, Use use) {
   ZEN_CHECK(shape.size() == 2, weight_name);
   Linear L;
   L.name = weight_name;
@@ -305,13 +305,17 @@ Linear Linear::bind(Checkpoint& c, const std::string& weight_name, std::vector<i
       }
       L.weight = t;
       L.format = LinearFormat::Plain;
-      if (packing_enabled() && kernels::PackedMatrix::supports(t->dtype)) {
-        L.packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::pack(*t));
-        c.release_pages(*t);  // the copy is what matmul reads; keep RSS at one copy
-      }
+      if (use == Use::Matmul) L.prepare_matmul(c);
       return L;
     }
   }
+}
+
+void Linear::prepare_matmul(const Checkpoint& c) {
+  if (format != LinearFormat::Plain || packed || !packing_enabled() || !kernels::PackedMatrix::supports(weight->dtype))
+    return;
+  packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::pack(*weight));
+  c.release_pages(*weight);  // the copy is what matmul reads; keep RSS at one copy
 }
 
 bool Linear::packing_enabled() {

@@ -78,8 +78,14 @@ struct Linear {
   // Takes `weight_name` ([N, K] = shape) and the scale tensors its format needs from the
   // ledger. Problems (absent tensors, wrong shapes or dtypes, a stored dtype that contradicts
   // the config) are recorded in the ledger naming the tensor, and the result is Invalid.
+  // `use`: Matmul rewrites supported block formats into the row-interleaved layout
+  // (`packed`); Rows (embedding tables, read a row at a time) keeps the file's layout only.
+  enum class Use : uint8_t { Matmul, Rows };
   static Linear bind(Checkpoint& ckpt, const std::string& weight_name, std::vector<int64_t> shape,
-                     const QuantConfig& quant);
+                     const QuantConfig& quant, Use use = Use::Matmul);
+  // Packs the weight for matmul if its format has a packed form and it is not packed yet (a
+  // tied lm_head bound as the embedding's Rows). The checkpoint must be the one bound from.
+  void prepare_matmul(const Checkpoint& ckpt);
 
   // Whether bind() rewrites supported block formats into the row-interleaved layout (default:
   // on where kernels::PackedMatrix::available(); ZEN_PACKED_WEIGHTS=0 turns it off, for A/B

@@ -338,3 +338,41 @@ TEST(GoldenFpQuantErrors, ModelLoadNamesTheTensor) {
 
 }  // namespace
 }  // namespace zen
+
+namespace zen {
+namespace {
+
+// Block formats are packed for matmul, not for row lookups; a tied lm_head packs on demand,
+// and the packed product equals the dequantized rows' dot products.
+TEST(LinearBind, PacksForMatmulNotForRowLookups) {
+  testing_io::GgufBuilder b;
+  b.add_string("general.architecture", "qwen3");
+  b.add_tensor("token_embd.weight", {64, 24}, testing_io::kGgmlQ8_0);
+  const std::string path = testing_io::temp_path("packed_linear.gguf");
+  testing_io::write_file(path, b.build());
+  auto ck = Checkpoint::open(path);
+  const QuantConfig none;
+  Linear rows = Linear::bind(*ck, "token_embd.weight", {24, 64}, none, Linear::Use::Rows);
+  ASSERT_TRUE(rows.valid());
+  EXPECT_EQ(rows.packed, nullptr);
+  Linear head = rows;
+  head.prepare_matmul(*ck);
+  EXPECT_EQ(head.packed != nullptr, Linear::packing_enabled());
+
+  std::vector<float> x(64), y(24), w(64);
+  for (int i = 0; i < 64; ++i) x[static_cast<size_t>(i)] = std::sin(0.3f * static_cast<float>(i));
+  ThreadPool pool(1);
+  head.matmul(x.data(), 1, y.data(), pool);
+  for (int64_t r = 0; r < 24; ++r) {
+    rows.dequantize_row(r, w.data());  // still readable: its pages come back from the file
+    double want = 0.0, mag = 0.0;
+    for (int i = 0; i < 64; ++i) {
+      want += static_cast<double>(w[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+      mag += std::fabs(static_cast<double>(w[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)]);
+    }
+    EXPECT_NEAR(y[static_cast<size_t>(r)], want, 1e-2 * mag + 1e-12) << "row " << r;  // x goes through Q8_0
+  }
+}
+
+}  // namespace
+}  // namespace zen
