@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/dot_kernels.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/simd.h"
 
 namespace zen::kernels {
 namespace {
@@ -113,6 +115,9 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   if (w.data == nullptr || w.nbytes < static_cast<size_t>(n_rows) * w_row_bytes)
     fail("matmul: tensor '", w.name, "' ", w.shape_str(), " ", dtype_name(w.dtype), " holds ", w.nbytes,
          " bytes, fewer than its shape needs");
+
+  // BF16 widens exactly to f32: the panel GEMM of fp_gemm.h beats per-row tiles.
+  if (w.dtype == DType::BF16 && use_avx2()) return bf16_matmul_avx2(w, x, n_tokens, y, pool);
 
   Problem p{};
   p.w = w.data;
