@@ -80,6 +80,22 @@ inline std::vector<uint8_t> random_weights(std::mt19937& rng, DType dtype, int64
   return w;
 }
 
+// A random [n, k] weight matrix that owns its bytes, with a view over them. Not copyable:
+// the view points into the vector.
+struct RandomMatrix {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+  RandomMatrix(std::mt19937& rng, DType t, int64_t n, int64_t k) : bytes(random_weights(rng, t, n, k)) {
+    view.name = "w";
+    view.dtype = t;
+    view.shape = {n, k};
+    view.data = bytes.data();
+    view.nbytes = bytes.size();
+  }
+  RandomMatrix(const RandomMatrix&) = delete;
+  RandomMatrix& operator=(const RandomMatrix&) = delete;
+};
+
 // Weight dtypes with a dot product, and a K that suits each (multiple of its block).
 inline std::vector<DType> all_weight_dtypes() {
   return {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,

@@ -19,23 +19,8 @@ namespace zen::kernels {
 namespace {
 
 using testing::random_activations;
-using testing::random_weights;
 
-struct Matrix {
-  std::vector<uint8_t> bytes;
-  TensorView view;
-};
-
-Matrix make_matrix(std::mt19937& rng, DType t, int64_t n, int64_t k) {
-  Matrix m;
-  m.bytes = random_weights(rng, t, n, k);
-  m.view.name = "w";
-  m.view.dtype = t;
-  m.view.shape = {n, k};
-  m.view.data = m.bytes.data();
-  m.view.nbytes = m.bytes.size();
-  return m;
-}
+using Matrix = testing::RandomMatrix;
 
 // y[t, r] = ref::vec_dot(row r, scalar-quantized activation t), plus the scale of each
 // element's terms (sum |w| |x|) for tolerances.
@@ -85,7 +70,7 @@ TEST(Matmul, MatchesReferenceForEveryDtypeAndShape) {
     for (int variant = 0; variant < 2; ++variant) {
       const int64_t K = k_for(t, variant);
       for (int64_t N : {1, 3, 17, 45}) {
-        const Matrix m = make_matrix(rng, t, N, K);
+        const Matrix m(rng, t, N, K);
         for (int64_t T : {1, 2, 7, 33}) {
           const auto x = random_activations(rng, T * K);
           std::vector<float> want;
@@ -117,7 +102,7 @@ TEST(Matmul, BatchInvariantAcrossTokenCountsAndThreads) {
     const int64_t K = k_for(t, 1);
     // T > 64 crosses a token tile; N = 45 leaves row tiles and block tiles with remainders.
     const int64_t N = 45, T = 70;
-    const Matrix m = make_matrix(rng, t, N, K);
+    const Matrix m(rng, t, N, K);
     const auto x = random_activations(rng, T * K);
     const auto batch = run(m, x, T, pool2);
     EXPECT_TRUE(bits_equal(batch.data(), run(m, x, T, pool1).data(), batch.size())) << dtype_name(t) << " 1 thread";
@@ -141,7 +126,7 @@ TEST(Matmul, LargeDecodeIsThreadInvariantAndMatchesBatch) {
   ThreadPool pool1(1), pool2(2), pool3(3);
   for (DType t : testing::all_weight_dtypes()) {
     const int64_t K = 1024, N = 301, T = 5;
-    const Matrix m = make_matrix(rng, t, N, K);
+    const Matrix m(rng, t, N, K);
     const auto x = random_activations(rng, T * K);
     const auto batch = run(m, x, T, pool2);
     for (int64_t tok = 0; tok < T; ++tok) {
@@ -158,7 +143,7 @@ TEST(Matmul, LargeDecodeIsThreadInvariantAndMatchesBatch) {
 TEST(Matmul, RejectsTruncatedOrUnsupportedTensors) {
   std::mt19937 rng(23);
   ThreadPool pool(1);
-  Matrix m = make_matrix(rng, DType::Q8_0, 4, 64);
+  Matrix m(rng, DType::Q8_0, 4, 64);
   const auto x = random_activations(rng, 64);
   std::vector<float> y(4);
   m.view.nbytes -= 1;

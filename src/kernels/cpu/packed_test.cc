@@ -19,25 +19,10 @@ namespace zen::kernels {
 namespace {
 
 using testing::random_activations;
-using testing::random_weights;
 
 const DType kPackedDtypes[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K};
 
-struct Source {
-  std::vector<uint8_t> bytes;
-  TensorView view;
-};
-
-Source make_source(std::mt19937& rng, DType t, int64_t n, int64_t k) {
-  Source s;
-  s.bytes = random_weights(rng, t, n, k);
-  s.view.name = "w";
-  s.view.dtype = t;
-  s.view.shape = {n, k};
-  s.view.data = s.bytes.data();
-  s.view.nbytes = s.bytes.size();
-  return s;
-}
+using Source = testing::RandomMatrix;
 
 int64_t k_for(DType t, int variant) {
   if (dtype_block_elems(t) == 256) return variant == 0 ? 256 : 768;
@@ -66,7 +51,7 @@ TEST(Packed, KernelsEqualTheReferenceBitForBit) {
     for (int variant = 0; variant < 2; ++variant) {
       const int64_t K = k_for(t, variant);
       for (int64_t N : {8, 13, 45}) {  // one group, a partial group, several groups
-        const Source s = make_source(rng, t, N, K);
+        const Source s(rng, t, N, K);
         const PackedMatrix p = PackedMatrix::pack(s.view);
         for (int64_t T : {1, 2, 3, 4, 5, 9, 70}) {
           const auto x = random_activations(rng, T * K);
@@ -85,7 +70,7 @@ TEST(Packed, BatchInvariantAcrossTokenCountsAndThreads) {
   for (DType t : kPackedDtypes) {
     // 301 rows x K = 1024: big enough that decode splits groups over the pool too.
     const int64_t K = 1024, N = 301, T = 70;
-    const Source s = make_source(rng, t, N, K);
+    const Source s(rng, t, N, K);
     const PackedMatrix p = PackedMatrix::pack(s.view);
     const auto x = random_activations(rng, T * K);
     const auto batch = run(p, x, T, pool2);
@@ -108,7 +93,7 @@ TEST(Packed, MatchesTheSourceRowsDotProducts) {
   std::mt19937 rng(33);
   for (DType t : kPackedDtypes) {
     const int64_t K = k_for(t, 1), N = 21, T = 3;
-    const Source s = make_source(rng, t, N, K);
+    const Source s(rng, t, N, K);
     const PackedMatrix p = PackedMatrix::pack(s.view);
     EXPECT_EQ(p.rows(), N);
     EXPECT_EQ(p.cols(), K);
@@ -137,7 +122,7 @@ TEST(Packed, FastPackingEqualsTheElementwiseDefinition) {
   for (DType t : kPackedDtypes)
     for (int64_t N : {8, 13, 4000}) {  // 4000 rows: over 1 MB, packed by several threads
       const int64_t K = k_for(t, 1);
-      const Source s = make_source(rng, t, N, K);
+      const Source s(rng, t, N, K);
       const PackedMatrix fast = PackedMatrix::pack(s.view), slow = PackedMatrix::pack_reference(s.view);
       ASSERT_EQ(fast.bytes(), slow.bytes());
       EXPECT_EQ(std::memcmp(fast.data(), slow.data(), fast.bytes()), 0) << dtype_name(t) << " N=" << N;
@@ -148,7 +133,7 @@ TEST(Packed, ZeroWeightsGiveZeros) {
   std::mt19937 rng(34);
   for (DType t : kPackedDtypes) {
     const int64_t K = k_for(t, 0);
-    Source s = make_source(rng, t, 9, K);
+    Source s(rng, t, 9, K);
     std::memset(s.bytes.data(), 0, s.bytes.size());
     const PackedMatrix p = PackedMatrix::pack(s.view);
     std::vector<float> x(static_cast<size_t>(2 * K), 1.0f);
@@ -159,10 +144,10 @@ TEST(Packed, ZeroWeightsGiveZeros) {
 
 TEST(Packed, RejectsUnsupportedOrTruncatedTensors) {
   std::mt19937 rng(35);
-  Source s = make_source(rng, DType::Q4_1, 8, 64);
+  Source s(rng, DType::Q4_1, 8, 64);
   EXPECT_FALSE(PackedMatrix::supports(DType::Q4_1));
   EXPECT_THROW(PackedMatrix::pack(s.view), Error);
-  Source q = make_source(rng, DType::Q8_0, 8, 64);
+  Source q(rng, DType::Q8_0, 8, 64);
   q.view.nbytes -= 1;
   EXPECT_THROW(PackedMatrix::pack(q.view), Error);
 }
