@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "base/error.h"
 #include "kernels/cpu/fp_gemm.h"
 #include "kernels/cpu/simd.h"
 
@@ -82,7 +83,9 @@ void bf16_matmul_avx2(const TensorView& w, const float* x, int64_t n_tokens, flo
   fp_gemm_avx2(f, x, n_tokens, y, pool);
 }
 #else
-void bf16_matmul_avx2(const TensorView&, const float*, int64_t, float*, ThreadPool&) {}
+void bf16_matmul_avx2(const TensorView& w, const float*, int64_t, float*, ThreadPool&) {
+  fail("bf16_matmul_avx2 on '", w.name, "': this build has no x86 SIMD");
+}
 #endif
 
 }  // namespace zen::kernels

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "base/error.h"
 #include "kernels/cpu/packed_avx2.h"
 #include "kernels/cpu/packed_layout.h"
 
@@ -221,34 +222,33 @@ struct Q4_KKernel {
       acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(msum), acc[t]);
     }
   }
+  // Decode (one token): the blocks of a group with the sums in registers. The same integer
+  // sums and float operations as block(), so the same bits.
+  ZEN_TARGET_AVX2 static __m256 decode(const Group* g, const uint8_t* act, int64_t nb) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i, ++g) {
+      prefetch_block(g, sizeof(*g));
+      const int8_t* aq = act_block<ActQ8K>(act, 0, 0, i).qs;
+      __m256i isum = _mm256_setzero_si256();
+  #pragma GCC unroll 2
+      for (int j = 0; j < 8; ++j) {
+        const uint8_t* qs = g->qs + 256 * (j / 2);
+        __m256i s16 = _mm256_setzero_si256();
+  #pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m256i v = load256(qs + 32 * k);
+          const __m256i w = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(v, 4) : v, low4);
+          s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w, broadcast4(aq + 32 * j + 4 * k)));
+        }
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, row_scale_pairs_u8(g->sc[j])));
+      }
+      finish(*g, act, 0, i, 1, &isum, &acc);
+    }
+    return acc;
+  }
 };
 
-
-// Decode (one token): the blocks of a group with the sums in registers. The same integer
-// sums and float operations as block(), so the same bits.
-ZEN_TARGET_AVX2 inline __m256 decode_q4_k(const packed::GroupQ4_K* g, const uint8_t* act, int64_t nb) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i, ++g) {
-    prefetch_block(g, sizeof(*g));
-    const int8_t* aq = act_block<ActQ8K>(act, 0, 0, i).qs;
-    __m256i isum = _mm256_setzero_si256();
-#pragma GCC unroll 2
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* qs = g->qs + 256 * (j / 2);
-      __m256i s16 = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        const __m256i v = load256(qs + 32 * k);
-        const __m256i w = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(v, 4) : v, low4);
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w, broadcast4(aq + 32 * j + 4 * k)));
-      }
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, row_scale_pairs_u8(g->sc[j])));
-    }
-    Q4_KKernel::finish(*g, act, 0, i, 1, &isum, &acc);
-  }
-  return acc;
-}
 
 // Q6_K: the low nibble of k-group G and the two high bits, as laid out in GroupQ6_K.
 template <int m>
@@ -327,34 +327,35 @@ struct Q6_KKernel {
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(v), acc[t]);
     }
   }
-};
-
-ZEN_TARGET_AVX2 inline __m256 decode_q6_k(const packed::GroupQ6_K* g, const uint8_t* act, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i, ++g) {
-    prefetch_block(g, sizeof(*g));
-    const int8_t* aq = act_block<ActQ8K>(act, 0, 0, i).qs;
-    __m256i isum = _mm256_setzero_si256();
-#pragma GCC unroll 1
-    for (int j = 0; j < 16; j += 2) {
-      const __m256i l0 = load256(g->ql + 32 * j), l1 = load256(g->ql + 32 * (j + 1));
-      const __m256i u0 = load256(g->ql + 32 * (j + 16)), u1 = load256(g->ql + 32 * (j + 17));
-      const __m256i h0 = load256(g->qh + 32 * j), h1 = load256(g->qh + 32 * (j + 1));
-      const int8_t* a = aq + 4 * j;
-      auto quarter = [&]<int m>() ZEN_TARGET_AVX2 {
-        const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q6_group<m>(l0, u0, h0), broadcast4(a + 64 * m)),
-                                             _mm256_maddubs_epi16(q6_group<m>(l1, u1, h1), broadcast4(a + 64 * m + 4)));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, row_scale_pairs_s8(g->sc[j / 4 + 4 * m])));
-      };
-      quarter.template operator()<0>();
-      quarter.template operator()<1>();
-      quarter.template operator()<2>();
-      quarter.template operator()<3>();
+  // Decode (one token): the sums in registers; the same integer sums and float operations as
+  // block(), so the same bits.
+  ZEN_TARGET_AVX2 static __m256 decode(const Group* g, const uint8_t* act, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i, ++g) {
+      prefetch_block(g, sizeof(*g));
+      const int8_t* aq = act_block<ActQ8K>(act, 0, 0, i).qs;
+      __m256i isum = _mm256_setzero_si256();
+  #pragma GCC unroll 1
+      for (int j = 0; j < 16; j += 2) {
+        const __m256i l0 = load256(g->ql + 32 * j), l1 = load256(g->ql + 32 * (j + 1));
+        const __m256i u0 = load256(g->ql + 32 * (j + 16)), u1 = load256(g->ql + 32 * (j + 17));
+        const __m256i h0 = load256(g->qh + 32 * j), h1 = load256(g->qh + 32 * (j + 1));
+        const int8_t* a = aq + 4 * j;
+        auto quarter = [&]<int m>() ZEN_TARGET_AVX2 {
+          const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q6_group<m>(l0, u0, h0), broadcast4(a + 64 * m)),
+                                               _mm256_maddubs_epi16(q6_group<m>(l1, u1, h1), broadcast4(a + 64 * m + 4)));
+          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, row_scale_pairs_s8(g->sc[j / 4 + 4 * m])));
+        };
+        quarter.template operator()<0>();
+        quarter.template operator()<1>();
+        quarter.template operator()<2>();
+        quarter.template operator()<3>();
+      }
+      finish(*g, act, 0, i, 1, &isum, &acc);
     }
-    Q6_KKernel::finish(*g, act, 0, i, 1, &isum, &acc);
+    return acc;
   }
-  return acc;
-}
+};
 
 // --- driver ----------------------------------------------------------------------------------------
 
@@ -364,13 +365,12 @@ ZEN_TARGET_AVX2 void group_tokens(const PackedProblem& p, int64_t g, int64_t t0,
   const auto* blocks = reinterpret_cast<const typename K::Group*>(p.weights + static_cast<size_t>(g) * p.group_bytes);
   const uint8_t* act = p.act + static_cast<size_t>(t0) * p.act_row_bytes;
   __m256 acc[kTokenTile];
-  if constexpr (std::is_same_v<K, Q4_KKernel>) {
-    if (n == 1) acc[0] = decode_q4_k(blocks, act, p.n_blocks);
-  } else if constexpr (std::is_same_v<K, Q6_KKernel>) {
-    if (n == 1) acc[0] = decode_q6_k(blocks, act, p.n_blocks);
+  // Kernels with a one-token path (the k-quants) keep its sums in registers.
+  constexpr bool kHasDecode = requires { K::decode(blocks, act, p.n_blocks); };
+  if constexpr (kHasDecode) {
+    if (n == 1) acc[0] = K::decode(blocks, act, p.n_blocks);
   }
-  const bool decoded = n == 1 && (std::is_same_v<K, Q4_KKernel> || std::is_same_v<K, Q6_KKernel>);
-  if (!decoded) {
+  if (!kHasDecode || n > 1) {
     for (int t = 0; t < n; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < p.n_blocks; ++i) {
       if (n == 1) prefetch_block(&blocks[i], sizeof(blocks[i]));  // decode: a stream from DRAM
@@ -408,7 +408,7 @@ void packed_groups(const PackedProblem& p, int64_t g0, int64_t g1) {
     case DType::Q5_0: return groups<Q4Q5Kernel<true>>(p, g0, g1);
     case DType::Q4_K: return groups<Q4_KKernel>(p, g0, g1);
     case DType::Q6_K: return groups<Q6_KKernel>(p, g0, g1);
-    default: return;
+    default: fail("packed weights: dtype ", dtype_name(p.dtype), " has no packed kernel");
   }
 }
 
