@@ -8,6 +8,7 @@ excluded), and divides by n * tokens. The same for the row-interleaved kernels (
 counting inside packed_groups) in the second pair of columns.
 
   python3 bench/gemm_instructions.py [--bench build/zen_kernels_bench] [--filter Q5_0]
+  python3 bench/gemm_instructions.py --decode   # one token: instructions per weight, gemv_rows vs packed
 """
 import argparse
 import json
@@ -43,11 +44,38 @@ def count(bench, dtype, n, k, tokens, tmp, packed=False):
     return total / (iterations * n * tokens)
 
 
+def count_decode(bench, dtype, n, k, tmp, packed):
+    """Instructions per weight of one decode matmul (1 thread): the per-row GEMV (inside gemv_rows,
+    weights L3-resident) or the packed kernels (inside packed_groups)."""
+    if packed:
+        name, region = f"Packed/{dtype}/n:{n}/k:{k}/threads:1/tokens:1/dram:1/", "*packed_groups*"
+    else:
+        name, region = f"Gemv/{dtype}/n:{n}/k:{k}/threads:1/simd:1/dram:0/", "*gemv_rows*"
+    out = os.path.join(tmp, "cg.out")
+    run = subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--toggle-collect={region}", f"--callgrind-out-file={out}",
+         bench, f"--benchmark_filter=^{re.escape(name)}", "--benchmark_min_time=0", "--benchmark_format=json"],
+        capture_output=True, text=True, check=True)
+    iterations = sum(b["iterations"] for b in json.loads(run.stdout)["benchmarks"])
+    with open(out) as f:
+        total = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
+    return total / (iterations * n * k)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", default="build/zen_kernels_bench")
     ap.add_argument("--filter", default="")
+    ap.add_argument("--decode", action="store_true", help="one-token matmuls, instructions per weight")
     args = ap.parse_args()
+    if args.decode:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(f"{'case':28} {'per-row':>8} {'packed':>8}  (instructions per weight, one token)")
+            for dtype, n, k in PACKED_CASES:
+                if args.filter in dtype:
+                    per = [count_decode(args.bench, dtype, n, k, tmp, p) for p in (False, True)]
+                    print(f"{dtype} {n}x{k}".ljust(28) + "".join(f" {v:8.3f}" for v in per), flush=True)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'case':28} {'T=16':>8} {'T=64':>8} {'packed16':>9} {'packed64':>9}  (instructions per output element)")
         for dtype, n, k in CASES:
