@@ -13,6 +13,7 @@
 #include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels_test_util.h"
 #include "kernels/cpu/nvfp4.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
 
 namespace zen::kernels {
@@ -116,6 +117,31 @@ void BM_GemmNvfp4(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// NVFP4 through the row-interleaved integer kernels (packed.h; the default on AVX2).
+// Args: n, k, threads, tokens, dram.
+void BM_PackedNvfp4(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), tokens = state.range(3);
+  const size_t code_bytes = static_cast<size_t>(n * k / 2);
+  std::vector<uint8_t> both = random_bytes(code_bytes, 3, 0, 255);
+  const std::vector<uint8_t> scales = random_bytes(static_cast<size_t>(n * k / 16), 4, 0x20, 0x50);
+  both.insert(both.end(), scales.begin(), scales.end());
+  std::vector<PackedMatrix> packed;
+  for (size_t c = 0; c < copies_for(both.size(), state.range(4) != 0); ++c)
+    packed.push_back(PackedMatrix::pack_nvfp4({both.data(), both.data() + code_bytes, n, k, 0.01f}, "w"));
+  std::mt19937 rng(5);
+  const auto x = testing::random_activations(rng, tokens * k);
+  std::vector<float> y(static_cast<size_t>(n * tokens));
+  size_t i = 0;
+  for (auto _ : state) {
+    packed[i].matmul(x.data(), tokens, y.data(), fp_pool(static_cast<int>(state.range(2))));
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % packed.size();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * both.size()));
+  state.counters["FLOP/s"] = benchmark::Counter(static_cast<double>(2 * n * k * tokens),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void gemm_args(benchmark::internal::Benchmark* b, bool with_block) {
   for (int threads : {1, 2})
     for (int64_t block : with_block ? std::vector<int64_t>{0, 128} : std::vector<int64_t>{0})
@@ -143,6 +169,17 @@ BENCHMARK(BM_GemvNvfp4)->Name("Gemv/NVFP4")->Apply([](benchmark::internal::Bench
 // Qwen3-0.6B's ffn_up shape [3072, 1024].
 BENCHMARK(BM_GemmFp8)->Name("Gemm64/FP8")->Apply([](benchmark::internal::Benchmark* b) { gemm_args(b, true); });
 BENCHMARK(BM_GemmNvfp4)->Name("Gemm64/NVFP4")->Apply([](benchmark::internal::Benchmark* b) { gemm_args(b, false); });
+// The packed NVFP4 kernels at the shapes of kernels_bench.cc's Packed/ cases ([4864, 896]; decode
+// from DRAM) and of Gemm64/NVFP4 above ([3072, 1024]).
+BENCHMARK(BM_PackedNvfp4)->Name("Packed/NVFP4")->Apply([](benchmark::internal::Benchmark* b) {
+  for (int64_t tokens : {1, 16, 64})
+    for (int threads : {1, 2}) {
+      b->Args({4864, 896, threads, tokens, tokens == 1 ? 1 : 0});
+      if (tokens == 64) b->Args({3072, 1024, threads, tokens, 0});
+    }
+  b->ArgNames({"n", "k", "threads", "tokens", "dram"});
+  b->UseRealTime();
+});
 
 }  // namespace
 }  // namespace zen::kernels

@@ -171,6 +171,7 @@ int bench_command(int argc, char** argv) {
                     {"kv-memory", FlagKind::Int, "KV cache bytes (default: a quarter of the available RAM)", {}},
                     {"kv-cache-quant", FlagKind::Choice, "KV cache precision", {"auto", "f32", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"}},
                     {"threads", FlagKind::Int, "worker threads (default: all cores)", {}},
+                    {"nvfp4-exact", FlagKind::Bool, "NVFP4 with f32 activations (exact, slower; default int8 per block of 32)", {}},
                     {"json", FlagKind::String, "write results here (default zen-bench.json)", {}},
                     {"seed", FlagKind::Int, "prompt generator seed (default 1)", {}},
                     {"help", FlagKind::Bool, "show this help", {}}});
@@ -187,6 +188,7 @@ int bench_command(int argc, char** argv) {
 
   LoadOptions load;
   load.n_threads = static_cast<int>(f.integer("threads", 0));
+  load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   load.load_tokenizer = false;
   const std::string path = resolve_model_path(f.str("model"));
   auto model = Model::load(path, load);

@@ -31,6 +31,7 @@ const FlagSpec kThreadsFlag{"threads", FlagKind::Int, "worker threads (default: 
 const FlagSpec kHelpFlag{"help", FlagKind::Bool, "show this help", {}};
 const FlagSpec kKvQuantFlag{"kv-cache-quant", FlagKind::Choice, "KV cache precision (auto = f32 on the CPU)",
                             {"auto", "f32", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"}};
+const FlagSpec kNvfp4ExactFlag{"nvfp4-exact", FlagKind::Bool, "NVFP4 with f32 activations (exact, slower; default int8 per block of 32)", {}};
 
 bool wants_help(const Flags& f) {
   if (!f.flag("help")) return false;
@@ -84,7 +85,7 @@ int run_command(int argc, char** argv) {
                   {"frequency-penalty", FlagKind::Float, "OpenAI frequency penalty in [-2, 2]", {}},
                   {"seed", FlagKind::Int, "random seed (same seed, same output)", {}},
                   {"ignore-eos", FlagKind::Bool, "keep generating to --max-tokens past end-of-sequence", {}},
-                  kKvQuantFlag, kThreadsFlag, kHelpFlag});
+                  kKvQuantFlag, kNvfp4ExactFlag, kThreadsFlag, kHelpFlag});
   f.parse(argc, argv, 2);
   if (wants_help(f)) return 0;
   if (!f.positional().empty()) fail("unexpected argument '", f.positional()[0], "' (the prompt goes in --prompt)");
@@ -110,6 +111,7 @@ int run_command(int argc, char** argv) {
 
   LoadOptions load;
   load.n_threads = static_cast<int>(f.integer("threads", 0));
+  load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   auto model = Model::load(resolve_model_path(f.str("model")), load);
   const Tokenizer& tok = *model->tokenizer();
 
@@ -177,7 +179,7 @@ int perplexity_command(int argc, char** argv) {
                          {"chunks", FlagKind::Int, "score only the first N windows (default: all)", {}},
                          {"batch", FlagKind::Int, "tokens per forward pass (default 256)", {}},
                          {"dump-logits", FlagKind::String, "write the f32 logits [tokens x vocab] to this .npy", {}},
-                         kKvQuantFlag, kThreadsFlag, kHelpFlag});
+                         kKvQuantFlag, kNvfp4ExactFlag, kThreadsFlag, kHelpFlag});
   f.parse(argc, argv, 2);
   if (wants_help(f)) return 0;
   if (!f.has("file")) fail("--file is required (the text to score)");
@@ -185,6 +187,7 @@ int perplexity_command(int argc, char** argv) {
   if (batch <= 0) fail("--batch must be positive, got ", batch);
   LoadOptions load;
   load.n_threads = static_cast<int>(f.integer("threads", 0));
+  load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   auto model = Model::load(resolve_model_path(f.str("model")), load);
   const Tokenizer& tok = *model->tokenizer();
   std::vector<int32_t> ids;

@@ -52,6 +52,7 @@ int serve_command(int argc, char** argv) {
                     {"kv-cache-quant", FlagKind::Choice, "KV cache precision (auto = f32 on the CPU)",
                      {"auto", "f32", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"}},
                     {"kv-memory", FlagKind::String, "KV cache size, e.g. 4G (default: a quarter of the available RAM)", {}},
+                    {"nvfp4-exact", FlagKind::Bool, "NVFP4 with f32 activations (exact, slower; default int8 per block of 32)", {}},
                     {"max-num-seqs", FlagKind::Int, "requests decoded together (default 64)", {}},
                     {"max-num-batched-tokens", FlagKind::Int, "tokens per engine step (default 512)", {}},
                     {"max-waiting", FlagKind::Int, "queued requests beyond which new ones get 429 (default 1024)", {}},
@@ -100,6 +101,7 @@ int serve_command(int argc, char** argv) {
 
   LoadOptions load;
   load.n_threads = static_cast<int>(f.integer("threads", 0));
+  load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   const std::string path = resolve_model_path(f.str("model"));
   auto model = Model::load(path, load);
   const Tokenizer& tok = *model->tokenizer();

@@ -26,19 +26,20 @@ bool is_vector_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t =
 }  // namespace
 
 DenseModel::DenseModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok,
-                       int n_threads, bool strict)
-    : ckpt_(std::move(ckpt)), cfg_(std::move(cfg)), tok_(std::move(tok)), pool_(n_threads), rope_(cfg_) {
-  bind_weights(strict);
+                       const LoadOptions& opts)
+    : ckpt_(std::move(ckpt)), cfg_(std::move(cfg)), tok_(std::move(tok)), pool_(opts.n_threads), rope_(cfg_) {
+  bind_weights(opts);
 }
 
-void DenseModel::bind_weights(bool strict) {
+void DenseModel::bind_weights(const LoadOptions& opts) {
   const WeightNames names(ckpt_->format() == CheckpointFormat::Gguf);
   Checkpoint& c = *ckpt_;
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
   const int64_t q_dim = cfg_.num_heads * cfg_.head_dim, kv_dim = cfg_.num_kv_heads * cfg_.head_dim;
 
   // Projections stay in their stored format (plain, GGUF blocks, FP8, NVFP4); see linear.h.
-  const QuantConfig quant = QuantConfig::from_checkpoint(c);
+  QuantConfig quant = QuantConfig::from_checkpoint(c);
+  quant.nvfp4_exact_activations = opts.nvfp4_exact_activations;
   auto matrix = [&](const std::string& name, std::vector<int64_t> shape) -> Linear {
     return Linear::bind(c, name, std::move(shape), quant);
   };
@@ -97,7 +98,7 @@ void DenseModel::bind_weights(bool strict) {
   }
   const LoadVerdict verdict = c.verdict();
   complete_ = verdict.missing.empty() && verdict.mismatched.empty();
-  if (strict) c.require_clean();
+  if (opts.strict) c.require_clean();
 }
 
 void DenseModel::ensure_buffers(int64_t n) {

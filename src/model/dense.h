@@ -40,7 +40,7 @@ struct DenseWeights {
 class DenseModel final : public Model {
  public:
   DenseModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok,
-             int n_threads, bool strict);
+             const LoadOptions& opts);
 
   const ModelConfig& config() const override { return cfg_; }
   const Tokenizer* tokenizer() const override { return tok_.get(); }
@@ -51,7 +51,7 @@ class DenseModel final : public Model {
   void forward(const ForwardBatch& batch, float* logits) override;
 
  private:
-  void bind_weights(bool strict);  // takes every tensor from the checkpoint ledger
+  void bind_weights(const LoadOptions& opts);  // takes every tensor from the checkpoint ledger
   void attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch);
   void mlp_block(const DenseLayer& L, int64_t n);
   void ensure_buffers(int64_t n);

@@ -23,23 +23,24 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
 HybridModel::HybridModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok,
-                         int n_threads, bool strict)
+                         const LoadOptions& opts)
     : ckpt_(std::move(ckpt)),
       cfg_(std::move(cfg)),
       gdn_shape_(GdnShape::from_config(cfg_)),
       tok_(std::move(tok)),
-      pool_(n_threads),
+      pool_(opts.n_threads),
       rope_(cfg_) {
   if (!cfg_.zero_centered_norm || !cfg_.attn_output_gate)
     fail("hybrid model: ", cfg_.architecture, " config lacks zero-centred norms or the attention output gate");
-  bind_weights(strict);
+  bind_weights(opts);
 }
 
-void HybridModel::bind_weights(bool strict) {
+void HybridModel::bind_weights(const LoadOptions& opts) {
   Checkpoint& c = *ckpt_;
   const std::string& root = cfg_.text_prefix;  // "model." or "model.language_model."
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
-  const QuantConfig quant = QuantConfig::from_checkpoint(c);
+  QuantConfig quant = QuantConfig::from_checkpoint(c);
+  quant.nvfp4_exact_activations = opts.nvfp4_exact_activations;
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     return Linear::bind(c, name, {rows, cols}, quant);
   };
@@ -74,7 +75,7 @@ void HybridModel::bind_weights(bool strict) {
             recurrent_state_floats(cfg_));
   const LoadVerdict verdict = c.verdict();
   complete_ = verdict.missing.empty() && verdict.mismatched.empty();
-  if (strict) c.require_clean();
+  if (opts.strict) c.require_clean();
 }
 
 void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, bool sparse, const QuantConfig& quant) {

@@ -56,8 +56,8 @@ struct MtpWeights {
 
 class HybridModel final : public Model {
  public:
-  HybridModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok, int n_threads,
-              bool strict);
+  HybridModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok,
+              const LoadOptions& opts);
 
   const ModelConfig& config() const override { return cfg_; }
   const Tokenizer* tokenizer() const override { return tok_.get(); }
@@ -89,7 +89,7 @@ class HybridModel final : public Model {
   void mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits);
 
  private:
-  void bind_weights(bool strict);
+  void bind_weights(const LoadOptions& opts);
   void bind_layer(HybridLayer& L, const std::string& prefix, bool linear, bool sparse, const QuantConfig& quant);
   void bind_mtp(const QuantConfig& quant);
   void attention_block(const GatedAttentionWeights& A, int kv_layer, const ForwardBatch& batch);

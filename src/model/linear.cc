@@ -258,6 +258,8 @@ Linear Linear::bind(Checkpoint& c, const std::string& weight_name, std::vector<i
       L.weight = w;
       L.group_scales = s;
       L.format = LinearFormat::Nvfp4;
+      L.exact_activations = quant.nvfp4_exact_activations;
+      if (use == Use::Matmul) L.prepare_matmul(c);
       return L;
     }
     case DType::F8_E4M3: {
@@ -312,10 +314,17 @@ Linear Linear::bind(Checkpoint& c, const std::string& weight_name, std::vector<i
 }
 
 void Linear::prepare_matmul(const Checkpoint& c) {
-  if (format != LinearFormat::Plain || packed || !packing_enabled() || !kernels::PackedMatrix::supports(weight->dtype))
-    return;
-  packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::pack(*weight));
-  c.release_pages(*weight);  // the copy is what matmul reads; keep RSS at one copy
+  if (packed || !packing_enabled()) return;
+  if (format == LinearFormat::Plain && kernels::PackedMatrix::supports(weight->dtype)) {
+    packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::pack(*weight));
+    c.release_pages(*weight);  // the copy is what matmul reads; keep RSS at one copy
+  } else if (format == LinearFormat::Nvfp4 && !exact_activations) {
+    const kernels::Nvfp4Matrix m{weight->data, group_scales->data, rows, cols, scale};
+    if (!kernels::PackedMatrix::nvfp4_packable(m)) return;  // K = 16 (mod 32): the f32 kernels
+    packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::pack_nvfp4(m, name));
+    c.release_pages(*weight);
+    c.release_pages(*group_scales);
+  }
 }
 
 bool Linear::packing_enabled() {

@@ -41,6 +41,7 @@ struct QuantConfig {
   std::vector<std::string> exclude;           // glob patterns over module names
   int64_t block_rows = 128, block_cols = 128;  // Fp8Block tile
   std::string source;                         // file the config came from (messages)
+  bool nvfp4_exact_activations = false;       // LoadOptions' choice: NVFP4 keeps f32 activations
 
   // What the config says about one module ("model.layers.0.mlp.down_proj").
   QuantAlgo declared_for(const std::string& module) const;
@@ -69,6 +70,7 @@ struct Linear {
   int64_t block_rows = 0, block_cols = 0;       // Fp8Block tile
   float scale = 1.0f;                           // Fp8: weight_scale; Nvfp4: weight_scale_2
   float input_scale = 0.0f;                     // ModelOpt static input scale; 0 when absent
+  bool exact_activations = false;               // Nvfp4: never packed (f32 activations)
   // Plain block formats with a row-interleaved form, on CPUs that run it: the weights in that
   // layout (matmul reads only this; `weight` stays for dequantize_row, i.e. embedding rows).
   std::shared_ptr<const kernels::PackedMatrix> packed;
@@ -78,8 +80,9 @@ struct Linear {
   // Takes `weight_name` ([N, K] = shape) and the scale tensors its format needs from the
   // ledger. Problems (absent tensors, wrong shapes or dtypes, a stored dtype that contradicts
   // the config) are recorded in the ledger naming the tensor, and the result is Invalid.
-  // `use`: Matmul rewrites supported block formats into the row-interleaved layout
-  // (`packed`); Rows (embedding tables, read a row at a time) keeps the file's layout only.
+  // `use`: Matmul rewrites supported block formats, and NVFP4 unless the config asks for exact
+  // activations, into the row-interleaved layout (`packed`); Rows (embedding tables, read a
+  // row at a time) keeps the file's layout only.
   enum class Use : uint8_t { Matmul, Rows };
   static Linear bind(Checkpoint& ckpt, const std::string& weight_name, std::vector<int64_t> shape,
                      const QuantConfig& quant, Use use = Use::Matmul);

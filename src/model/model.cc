@@ -49,9 +49,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
       cfg.architecture == "qwen3_5" || cfg.architecture == "qwen3_5_moe" || cfg.architecture == "qwen3_next";
   std::unique_ptr<Model> model;
   if (hybrid)
-    model = std::make_unique<HybridModel>(std::move(ckpt), std::move(cfg), nullptr, opts.n_threads, opts.strict);
+    model = std::make_unique<HybridModel>(std::move(ckpt), std::move(cfg), nullptr, opts);
   else
-    model = std::make_unique<DenseModel>(std::move(ckpt), std::move(cfg), nullptr, opts.n_threads, opts.strict);
+    model = std::make_unique<DenseModel>(std::move(ckpt), std::move(cfg), nullptr, opts);
   if (opts.load_tokenizer) {
     if (gguf != nullptr) {
       model->attach_tokenizer(Tokenizer::from_gguf(*gguf));

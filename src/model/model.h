@@ -46,6 +46,10 @@ struct LoadOptions {
   // false: load despite missing/unexpected tensors so `zen inspect` can report them; such a
   // model refuses to run.
   bool strict = true;
+  // NVFP4 matrices on AVX2: false (default) quantizes activations per block of 32 to int8 for
+  // integer dot products (as llama.cpp does for its 4-bit formats), about 2x faster; true keeps
+  // them f32, which matches transformers on the dequantized weights to f32 rounding.
+  bool nvfp4_exact_activations = false;
 };
 
 class Model {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/packed_avx2.h"
 #include "kernels/cpu/packed_layout.h"
 #include "kernels/cpu/quant.h"
@@ -19,15 +20,21 @@ namespace zen::kernels {
 namespace {
 
 using packed::ActQ8;
+using packed::ActNvfp4;
 using packed::ActQ8K;
 using packed::kGroupRows;
+
+// NVFP4 has no DType of its own: its codes are stored as U8, so U8 selects it here.
+constexpr DType kNvfp4 = DType::U8;
 
 // One row's block in plain integers: the common ground of the source and packed layouts.
 struct RowBlock {
   uint16_t d = 0, dmin = 0;  // f16 bits
   int8_t sc[16] = {};        // Q4_K: 8 scales (0..63); Q6_K: 16 scales
   uint8_t m[8] = {};         // Q4_K minimums
-  int16_t q[256] = {};       // quants as stored (unsigned offsets kept: Q4_0 0..15, ...)
+  uint8_t e4m3[2] = {};      // NVFP4: the two groups' scale codes
+  int16_t q[256] = {};       // quants as stored (unsigned offsets kept: Q4_0 0..15, ...;
+                             // NVFP4: E2M1 codes 0..15, in element order)
 };
 
 int block_elems(DType t) { return (t == DType::Q4_K || t == DType::Q6_K) ? kQKK : kQK; }
@@ -39,6 +46,7 @@ size_t group_block_bytes(DType t) {
     case DType::Q5_0: return sizeof(packed::GroupQ5_0);
     case DType::Q4_K: return sizeof(packed::GroupQ4_K);
     case DType::Q6_K: return sizeof(packed::GroupQ6_K);
+    case kNvfp4: return sizeof(packed::GroupNvfp4);
     default: fail("packed weights: dtype ", dtype_name(t), " has no packed form");
   }
 }
@@ -110,6 +118,16 @@ void read_source(DType t, const uint8_t* p, RowBlock& o) {
   }
 }
 
+// One row's 32 NVFP4 elements: 16 code bytes (low nibble = even element) and 2 scale codes.
+void read_source_nvfp4(const uint8_t* codes, const uint8_t* scales, RowBlock& o) {
+  for (int i = 0; i < 16; ++i) {
+    o.q[2 * i] = codes[i] & 15;
+    o.q[2 * i + 1] = codes[i] >> 4;
+  }
+  o.e4m3[0] = scales[0];
+  o.e4m3[1] = scales[1];
+}
+
 // Byte (r, b) of k-group g in a 32-byte register of the interleaved layout.
 constexpr int lane(int g, int r, int b) { return 32 * g + 4 * r + b; }
 
@@ -175,6 +193,17 @@ void write_group(DType t, const RowBlock (&rb)[kGroupRows], uint8_t* out) {
       }
       return;
     }
+    case kNvfp4: {
+      auto& o = *reinterpret_cast<packed::GroupNvfp4*>(out);
+      for (int r = 0; r < kGroupRows; ++r) {
+        o.sc[0][r] = rb[r].e4m3[0];
+        o.sc[1][r] = rb[r].e4m3[1];
+        for (int j = 0; j < 4; ++j)
+          for (int b = 0; b < 4; ++b)
+            o.qs[lane(j, r, b)] = static_cast<uint8_t>(rb[r].q[8 * j + 2 * b] | (rb[r].q[8 * j + 2 * b + 1] << 4));
+      }
+      return;
+    }
     default: fail("packed weights: dtype ", dtype_name(t), " has no packed form");
   }
 }
@@ -236,6 +265,20 @@ void read_group(DType t, const uint8_t* in, RowBlock (&rb)[kGroupRows]) {
           const int high = (g.qh[lane(G % 16, r, b)] >> (2 * (G / 16))) & 3;
           rb[r].q[e] = static_cast<int16_t>(low | (high << 4));
         }
+      }
+      return;
+    }
+    case kNvfp4: {
+      const auto& g = *reinterpret_cast<const packed::GroupNvfp4*>(in);
+      for (int r = 0; r < kGroupRows; ++r) {
+        rb[r].e4m3[0] = g.sc[0][r];
+        rb[r].e4m3[1] = g.sc[1][r];
+        for (int j = 0; j < 4; ++j)
+          for (int b = 0; b < 4; ++b) {
+            const uint8_t v = g.qs[lane(j, r, b)];
+            rb[r].q[8 * j + 2 * b] = v & 15;
+            rb[r].q[8 * j + 2 * b + 1] = v >> 4;
+          }
       }
       return;
     }
@@ -310,11 +353,27 @@ void pack_block(DType t, const uint8_t* const (&src)[kGroupRows], uint8_t* out) 
   }
 }
 
+// NVFP4's bytes move as they are, 4 at a time (the activations are reordered to match).
+// codes[r] / scales[r]: row r's 16 code bytes and 2 scale codes, nullptr for a padding row.
+void pack_block_nvfp4(const uint8_t* const (&codes)[kGroupRows], const uint8_t* const (&scales)[kGroupRows],
+                      uint8_t* out) {
+  auto& o = *reinterpret_cast<packed::GroupNvfp4*>(out);
+  std::memset(out, 0, sizeof(o));
+  for (int r = 0; r < kGroupRows; ++r) {
+    if (codes[r] == nullptr) continue;
+    o.sc[0][r] = scales[r][0];
+    o.sc[1][r] = scales[r][1];
+    for (int j = 0; j < 4; ++j) std::memcpy(o.qs + lane(j, r, 0), codes[r] + 4 * j, 4);
+  }
+}
+
 // --- activations ----------------------------------------------------------------------------
 
 bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
 
-size_t act_block_bytes(DType t) { return is_kquant(t) ? sizeof(ActQ8K) : sizeof(ActQ8); }
+size_t act_block_bytes(DType t) {
+  return is_kquant(t) ? sizeof(ActQ8K) : t == kNvfp4 ? sizeof(ActNvfp4) : sizeof(ActQ8);
+}
 
 // One activation row (k elements) in the packed kernels' format.
 void quantize_act_row(DType t, const float* x, int64_t k, uint8_t* out) {
@@ -329,6 +388,20 @@ void quantize_act_row(DType t, const float* x, int64_t k, uint8_t* out) {
       std::memcpy(a[i].bsums, q[i].bsums, sizeof(a[i].bsums));
       for (int j = 0; j < 8; ++j) a[i].sums32[j] = static_cast<int16_t>(q[i].bsums[2 * j] + q[i].bsums[2 * j + 1]);
       std::memcpy(a[i].qs, q[i].qs, sizeof(a[i].qs));
+    }
+  } else if (t == kNvfp4) {
+    thread_local std::vector<BlockQ8_0> q;
+    q.resize(static_cast<size_t>(nb));
+    quantize_activation(DType::Q8_0, x, q.data(), k);
+    auto* a = reinterpret_cast<ActNvfp4*>(out);
+    for (int64_t i = 0; i < nb; ++i) {
+      a[i].d = f16_to_f32(q[i].d);
+      for (int h = 0; h < 2; ++h) {
+        int32_t sum = 0;
+        for (int e = 16 * h; e < 16 * h + 16; ++e) sum += q[i].qs[e];
+        a[i].offset_sums[h] = packed::kNvfp4LutOffset * sum;
+      }
+      for (int e = 0; e < kQK; ++e) a[i].qs[packed::nvfp4_act_pos(e)] = q[i].qs[e];
     }
   } else {
     thread_local std::vector<BlockQ8_0> q;
@@ -393,6 +466,18 @@ float ref_block(DType t, const RowBlock& w, const uint8_t* act, float acc) {
       }
       return std::fma(dw * a.d, static_cast<float>(isum - 32 * bias), acc);
     }
+    case kNvfp4: {
+      const auto& a = *reinterpret_cast<const ActNvfp4*>(act);
+      float f[2], sc[2];
+      for (int h = 0; h < 2; ++h) {
+        int32_t isum = 0;  // the kernels' (2 e2m1 + offset) * a - offset * sum(a), the same integer
+        for (int e = 16 * h; e < 16 * h + 16; ++e)
+          isum += static_cast<int32_t>(2.0f * e2m1_to_f32(static_cast<uint8_t>(w.q[e]))) * a.qs[packed::nvfp4_act_pos(e)];
+        f[h] = static_cast<float>(isum);
+        sc[h] = e4m3_to_f32(w.e4m3[h]) * 0x1p-8f;  // exact
+      }
+      return std::fma(a.d, std::fma(sc[0], f[0], sc[1] * f[1]), acc);
+    }
     default: fail("packed weights: dtype ", dtype_name(t), " has no packed form");
   }
 }
@@ -412,30 +497,21 @@ bool PackedMatrix::supports(DType dtype) {
 
 bool PackedMatrix::available() { return use_avx2(); }
 
-PackedMatrix PackedMatrix::pack(const TensorView& w) {
-  if (!supports(w.dtype)) fail("packed weights: '", w.name, "' has dtype ", dtype_name(w.dtype), ", which has no packed form");
+template <typename PackBlock>
+PackedMatrix PackedMatrix::pack_with(DType dtype, int64_t rows, int64_t k, const PackBlock& pack_block) {
   PackedMatrix p;
-  p.dtype_ = w.dtype;
-  p.rows_ = w.rows();
-  p.k_ = w.cols();
-  const int64_t nb = p.k_ / block_elems(w.dtype);
-  const size_t row_bytes = dtype_row_bytes(w.dtype, p.k_);
-  const size_t src_block = row_bytes / static_cast<size_t>(nb);
-  if (w.data == nullptr || w.nbytes < static_cast<size_t>(p.rows_) * row_bytes)
-    fail("packed weights: '", w.name, "' ", w.shape_str(), " holds ", w.nbytes, " bytes, fewer than its shape needs");
-  p.n_groups_ = static_cast<size_t>((p.rows_ + kGroupRows - 1) / kGroupRows);
-  p.group_bytes_ = static_cast<size_t>(nb) * group_block_bytes(w.dtype);
+  p.dtype_ = dtype;
+  p.rows_ = rows;
+  p.k_ = k;
+  const int64_t nb = k / block_elems(dtype);
+  const size_t block_bytes = group_block_bytes(dtype);
+  p.n_groups_ = static_cast<size_t>((rows + kGroupRows - 1) / kGroupRows);
+  p.group_bytes_ = static_cast<size_t>(nb) * block_bytes;
   p.data_ = std::make_unique<uint8_t[]>(p.n_groups_ * p.group_bytes_);
   auto pack_groups = [&](size_t g0, size_t g1) {
     for (size_t g = g0; g < g1; ++g)
-      for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t* src[kGroupRows];
-        for (int r = 0; r < kGroupRows; ++r) {
-          const int64_t row = static_cast<int64_t>(g) * kGroupRows + r;
-          src[r] = row < p.rows_ ? w.data + static_cast<size_t>(row) * row_bytes + static_cast<size_t>(i) * src_block : nullptr;
-        }
-        pack_block(w.dtype, src, p.data_.get() + g * p.group_bytes_ + static_cast<size_t>(i) * group_block_bytes(w.dtype));
-      }
+      for (int64_t i = 0; i < nb; ++i)
+        pack_block(static_cast<int64_t>(g), i, p.data_.get() + g * p.group_bytes_ + static_cast<size_t>(i) * block_bytes);
   };
   // Large matrices (embeddings, MLPs) pack on every core: loading is otherwise bound by this.
   const size_t threads = p.bytes() < (size_t{1} << 20) ? 1 : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
@@ -447,20 +523,97 @@ PackedMatrix PackedMatrix::pack(const TensorView& w) {
   return p;
 }
 
-PackedMatrix PackedMatrix::pack_reference(const TensorView& w) {
-  PackedMatrix p = pack(w);  // validation and allocation; the bytes are rewritten below
-  const int64_t nb = p.k_ / block_elems(w.dtype);
-  const size_t row_bytes = dtype_row_bytes(w.dtype, p.k_), src_block = row_bytes / static_cast<size_t>(nb);
-  RowBlock rb[kGroupRows];
-  for (size_t g = 0; g < p.n_groups_; ++g)
-    for (int64_t i = 0; i < nb; ++i) {
-      for (int r = 0; r < kGroupRows; ++r) {
-        const int64_t row = static_cast<int64_t>(g) * kGroupRows + r;
-        if (row < p.rows_) read_source(w.dtype, w.data + static_cast<size_t>(row) * row_bytes + static_cast<size_t>(i) * src_block, rb[r]);
-        else rb[r] = RowBlock{};  // padding rows: zero scale, zero quants
-      }
-      write_group(w.dtype, rb, p.data_.get() + g * p.group_bytes_ + static_cast<size_t>(i) * group_block_bytes(w.dtype));
+namespace {
+
+// Validates a TensorView source; returns its bytes per row.
+size_t checked_row_bytes(const TensorView& w) {
+  if (!PackedMatrix::supports(w.dtype))
+    fail("packed weights: '", w.name, "' has dtype ", dtype_name(w.dtype), ", which has no packed form");
+  const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols());
+  if (w.data == nullptr || w.nbytes < static_cast<size_t>(w.rows()) * row_bytes)
+    fail("packed weights: '", w.name, "' ", w.shape_str(), " holds ", w.nbytes, " bytes, fewer than its shape needs");
+  return row_bytes;
+}
+
+void check_nvfp4(const Nvfp4Matrix& w, const std::string& name) {
+  if (!PackedMatrix::nvfp4_packable(w) || w.rows <= 0 || w.data == nullptr || w.scales == nullptr)
+    fail("packed weights: NVFP4 '", name, "' [", w.rows, ", ", w.cols, "] needs a multiple of 32 columns");
+  const size_t n_scales = static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols / kNvfp4GroupSize);
+  for (size_t i = 0; i < n_scales; ++i)
+    if ((w.scales[i] & 0x7F) == 0x7F)
+      fail("packed weights: NVFP4 '", name, "' has a NaN E4M3 scale (code 0x", std::hex, int{w.scales[i]}, std::dec,
+           ") for row ", i / static_cast<size_t>(w.cols / kNvfp4GroupSize));
+}
+
+// Row `row`'s source bytes for block i of an NVFP4 matrix (nullptr past the last row).
+const uint8_t* nvfp4_codes(const Nvfp4Matrix& w, int64_t row, int64_t i) {
+  return row < w.rows ? w.data + static_cast<size_t>(row) * static_cast<size_t>(w.cols / 2) + static_cast<size_t>(16 * i)
+                      : nullptr;
+}
+const uint8_t* nvfp4_scales(const Nvfp4Matrix& w, int64_t row, int64_t i) {
+  return row < w.rows ? w.scales + static_cast<size_t>(row) * static_cast<size_t>(w.cols / kNvfp4GroupSize) +
+                            static_cast<size_t>(2 * i)
+                      : nullptr;
+}
+
+// The kernels' factors: codes doubled, scales times 2^-8; the finished sums get both back.
+float nvfp4_out_scale(const Nvfp4Matrix& w) { return w.global_scale * 128.0f; }
+
+}  // namespace
+
+PackedMatrix PackedMatrix::pack(const TensorView& w) {
+  const size_t row_bytes = checked_row_bytes(w);
+  const int64_t rows = w.rows();
+  const size_t src_block = row_bytes / static_cast<size_t>(w.cols() / block_elems(w.dtype));
+  return pack_with(w.dtype, rows, w.cols(), [&](int64_t g, int64_t i, uint8_t* out) {
+    const uint8_t* src[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      const int64_t row = g * kGroupRows + r;
+      src[r] = row < rows ? w.data + static_cast<size_t>(row) * row_bytes + static_cast<size_t>(i) * src_block : nullptr;
     }
+    pack_block(w.dtype, src, out);
+  });
+}
+
+PackedMatrix PackedMatrix::pack_reference(const TensorView& w) {
+  const size_t row_bytes = checked_row_bytes(w);
+  const int64_t rows = w.rows();
+  const size_t src_block = row_bytes / static_cast<size_t>(w.cols() / block_elems(w.dtype));
+  return pack_with(w.dtype, rows, w.cols(), [&](int64_t g, int64_t i, uint8_t* out) {
+    RowBlock rb[kGroupRows];  // padding rows: zero scale, zero quants
+    for (int r = 0; r < kGroupRows; ++r) {
+      const int64_t row = g * kGroupRows + r;
+      if (row < rows) read_source(w.dtype, w.data + static_cast<size_t>(row) * row_bytes + static_cast<size_t>(i) * src_block, rb[r]);
+    }
+    write_group(w.dtype, rb, out);
+  });
+}
+
+PackedMatrix PackedMatrix::pack_nvfp4(const Nvfp4Matrix& w, const std::string& name) {
+  check_nvfp4(w, name);
+  PackedMatrix p = pack_with(kNvfp4, w.rows, w.cols, [&](int64_t g, int64_t i, uint8_t* out) {
+    const uint8_t* codes[kGroupRows];
+    const uint8_t* scales[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      codes[r] = nvfp4_codes(w, g * kGroupRows + r, i);
+      scales[r] = nvfp4_scales(w, g * kGroupRows + r, i);
+    }
+    pack_block_nvfp4(codes, scales, out);
+  });
+  p.out_scale_ = nvfp4_out_scale(w);
+  return p;
+}
+
+PackedMatrix PackedMatrix::pack_nvfp4_reference(const Nvfp4Matrix& w, const std::string& name) {
+  check_nvfp4(w, name);
+  PackedMatrix p = pack_with(kNvfp4, w.rows, w.cols, [&](int64_t g, int64_t i, uint8_t* out) {
+    RowBlock rb[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r)
+      if (const uint8_t* codes = nvfp4_codes(w, g * kGroupRows + r, i))
+        read_source_nvfp4(codes, nvfp4_scales(w, g * kGroupRows + r, i), rb[r]);
+    write_group(kNvfp4, rb, out);
+  });
+  p.out_scale_ = nvfp4_out_scale(w);
   return p;
 }
 
@@ -483,7 +636,7 @@ void PackedMatrix::matmul_reference(const float* x, int64_t n_tokens, float* y) 
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int r = 0; r < kGroupRows; ++r) {
         const int64_t row = static_cast<int64_t>(g) * kGroupRows + r;
-        if (row < rows_) y[t * rows_ + row] = acc[static_cast<size_t>(t) * kGroupRows + r];
+        if (row < rows_) y[t * rows_ + row] = acc[static_cast<size_t>(t) * kGroupRows + r] * out_scale_;
       }
   }
 }
@@ -503,6 +656,7 @@ void PackedMatrix::matmul(const float* x, int64_t n_tokens, float* y, ThreadPool
   p.n_tokens = n_tokens;
   p.n_rows = rows_;
   p.y = y;
+  p.out_scale = out_scale_;
   // Small problems run inline: waking the pool costs more than the work.
   if (bytes() * static_cast<size_t>(n_tokens) < (size_t{64} << 10)) return avx2::packed_groups(p, 0, p.n_groups);
   pool.parallel_for(p.n_groups, [&p](int64_t g0, int64_t g1, int) { avx2::packed_groups(p, g0, g1); });

@@ -20,13 +20,20 @@
 // 2.8% for Q4_K's unpacked 6-bit scales):
 //   Q8_0, Q4_0, Q5_0 -> blocks of 32 against Q8_0 activations (+ their block sums)
 //   Q4_K, Q6_K       -> super-blocks of 256 against Q8_K activations
+//   NVFP4 (ModelOpt) -> blocks of 32 (two groups of 16) against Q8_0 activations; dtype() is U8,
+//                       the stored dtype of NVFP4 codes. Its products are integers too: each
+//                       E2M1 value doubled is an integer (0..12), so a group is one exact int
+//                       dot, times its E4M3 scale; weight_scale_2 multiplies the finished sum.
+//                       The source is 4.5 bits a weight and so is the packed copy.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "base/thread_pool.h"
 #include "io/tensor.h"
+#include "kernels/cpu/nvfp4.h"
 
 namespace zen::kernels {
 
@@ -42,6 +49,11 @@ class PackedMatrix {
   static PackedMatrix pack(const TensorView& w);
   // The same bytes, built element by element from the layout definitions (tests).
   static PackedMatrix pack_reference(const TensorView& w);
+  // NVFP4: needs cols a multiple of 32 (nvfp4_packable). Throws zen::Error naming `name` for
+  // a NaN scale code (the integer path has no NaN; the file is broken) or a bad shape.
+  static bool nvfp4_packable(const Nvfp4Matrix& w) { return w.cols > 0 && w.cols % 32 == 0; }
+  static PackedMatrix pack_nvfp4(const Nvfp4Matrix& w, const std::string& name);
+  static PackedMatrix pack_nvfp4_reference(const Nvfp4Matrix& w, const std::string& name);
 
   DType dtype() const { return dtype_; }
   int64_t rows() const { return rows_; }
@@ -55,8 +67,12 @@ class PackedMatrix {
   void matmul_reference(const float* x, int64_t n_tokens, float* y) const;
 
  private:
+  template <typename PackBlock>
+  static PackedMatrix pack_with(DType dtype, int64_t rows, int64_t k, const PackBlock& pack_block);
+
   DType dtype_ = DType::F32;
   int64_t rows_ = 0, k_ = 0;
+  float out_scale_ = 1.0f;  // NVFP4: weight_scale_2 times the kernels' fixed factors
   size_t n_groups_ = 0, group_bytes_ = 0;
   std::unique_ptr<uint8_t[]> data_;  // [n_groups][group_bytes]
 };

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "base/error.h"
+#include "kernels/cpu/fp_gemm.h"
 #include "kernels/cpu/packed_avx2.h"
 #include "kernels/cpu/packed_layout.h"
 
@@ -20,6 +21,7 @@ namespace zen::kernels::avx2 {
 namespace {
 
 using packed::ActQ8;
+using packed::ActNvfp4;
 using packed::ActQ8K;
 
 ZEN_TARGET_AVX2 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -168,6 +170,83 @@ struct Q4Q5Kernel {
         acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc[t]);
       }
     });
+  }
+};
+
+// NVFP4: codes looked up as 2 * e2m1 + 12 (unsigned, 0..24), the offset subtracted per group
+// of 16 via the activation sums; two groups per block, each with its own row scales.
+struct Nvfp4Kernel {
+  using Group = packed::GroupNvfp4;
+
+  // The 8 registers of a block: k = 2j + o holds, for every row, the codes of elements
+  // 8j + 2b + o (b < 4); k < 4 is group 0, k >= 4 group 1.
+  ZEN_TARGET_AVX2 static void weights(const Group& g, __m256i* w) {
+    const __m256i lut = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
+                                         12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = load256(g.qs + 32 * j);
+      w[2 * j] = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low4));
+      w[2 * j + 1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+    }
+  }
+
+  // One token's block: the two groups' exact integer sums (each lane one row).
+  ZEN_TARGET_AVX2 static void group_sums(const __m256i* w, const ActNvfp4& a, __m256i* s0, __m256i* s1) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i h[2];
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; ++half) {
+      const __m256i* wk = w + 4 * half;
+      const int8_t* aq = a.qs + 16 * half;
+      // 4 x 2 * 24 * 127 per 16-bit lane: fits.
+      const __m256i s16 = _mm256_add_epi16(
+          _mm256_add_epi16(_mm256_maddubs_epi16(wk[0], broadcast4(aq)), _mm256_maddubs_epi16(wk[1], broadcast4(aq + 4))),
+          _mm256_add_epi16(_mm256_maddubs_epi16(wk[2], broadcast4(aq + 8)),
+                           _mm256_maddubs_epi16(wk[3], broadcast4(aq + 12))));
+      h[half] = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(a.offset_sums[half]));
+    }
+    *s0 = h[0];
+    *s1 = h[1];
+  }
+
+  // acc + d * (sc0 * s0 + sc1 * s1), the reference's order.
+  ZEN_TARGET_AVX2 static __m256 accumulate(__m256 acc, float d, __m256 sc0, __m256 sc1, __m256i s0, __m256i s1) {
+    const __m256 t = _mm256_fmadd_ps(sc0, _mm256_cvtepi32_ps(s0), _mm256_mul_ps(sc1, _mm256_cvtepi32_ps(s1)));
+    return _mm256_fmadd_ps(_mm256_set1_ps(d), t, acc);
+  }
+
+  ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
+    __m256i w[8];
+    weights(g, w);
+    __m256 sc0, sc1;
+    e4m3x16_scaled(g.sc[0], &sc0, &sc1);
+    over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
+#pragma GCC unroll 4
+      for (int t = t0; t < t0 + T; ++t) {
+        const ActNvfp4& a = act_block<ActNvfp4>(act, act_row, t, i);
+        __m256i s0, s1;
+        group_sums(w, a, &s0, &s1);
+        acc[t] = accumulate(acc[t], a.d, sc0, sc1, s0, s1);
+      }
+    });
+  }
+
+  // Decode (one token): the group's blocks with the sum in a register; the same operations.
+  ZEN_TARGET_AVX2 static __m256 decode(const Group* g, const uint8_t* act, int64_t nb) {
+    __m256 acc = _mm256_setzero_ps();
+    const auto* a = reinterpret_cast<const ActNvfp4*>(act);
+    for (int64_t i = 0; i < nb; ++i, ++g) {
+      prefetch_block(g, sizeof(*g));
+      __m256i w[8], s0, s1;
+      weights(*g, w);
+      __m256 sc0, sc1;
+      e4m3x16_scaled(g->sc[0], &sc0, &sc1);
+      group_sums(w, a[i], &s0, &s1);
+      acc = accumulate(acc, a[i].d, sc0, sc1, s0, s1);
+    }
+    return acc;
   }
 };
 
@@ -379,13 +458,15 @@ ZEN_TARGET_AVX2 void group_tokens(const PackedProblem& p, int64_t g, int64_t t0,
   }
   const int64_t r0 = g * packed::kGroupRows;
   const int64_t live = std::min<int64_t>(packed::kGroupRows, p.n_rows - r0);
+  const __m256 out_scale = _mm256_set1_ps(p.out_scale);
   for (int t = 0; t < n; ++t) {
     float* dst = p.y + (t0 + t) * p.n_rows + r0;
+    const __m256 y = _mm256_mul_ps(acc[t], out_scale);
     if (live == packed::kGroupRows) {
-      _mm256_storeu_ps(dst, acc[t]);
+      _mm256_storeu_ps(dst, y);
     } else {  // the last group of a matrix whose rows are not a multiple of 8
       alignas(32) float tmp[8];
-      _mm256_store_ps(tmp, acc[t]);
+      _mm256_store_ps(tmp, y);
       std::copy(tmp, tmp + live, dst);
     }
   }
@@ -408,6 +489,7 @@ void packed_groups(const PackedProblem& p, int64_t g0, int64_t g1) {
     case DType::Q5_0: return groups<Q4Q5Kernel<true>>(p, g0, g1);
     case DType::Q4_K: return groups<Q4_KKernel>(p, g0, g1);
     case DType::Q6_K: return groups<Q6_KKernel>(p, g0, g1);
+    case DType::U8: return groups<Nvfp4Kernel>(p, g0, g1);  // NVFP4 codes
     default: fail("packed weights: dtype ", dtype_name(p.dtype), " has no packed kernel");
   }
 }

@@ -26,6 +26,20 @@ struct ActQ8K {
 };
 static_assert(sizeof(ActQ8K) == 308);
 
+// Activations for NVFP4: a Q8_0 block (d and quants exactly quantize_row_q8_0's) with the
+// quants reordered to match GroupNvfp4's nibbles, and per half (one NVFP4 group of 16) the
+// sum of its quants times kNvfp4LutOffset, which the kernels subtract in integers.
+// Element e = 8j + 2b + o (j < 4, b < 4, o < 2) sits at qs[nvfp4_act_pos(e)] = qs[8j + 4o + b],
+// so each half keeps its own 16 elements.
+constexpr int kNvfp4LutOffset = 12;
+constexpr int nvfp4_act_pos(int e) { return 8 * (e / 8) + 4 * (e % 2) + (e % 8) / 2; }
+struct ActNvfp4 {
+  float d;
+  int32_t offset_sums[2];
+  int8_t qs[32];
+};
+static_assert(sizeof(ActNvfp4) == 44);
+
 // Q8_0: qs[32g + 4r + b] = q[r][4g + b] (signed).
 struct GroupQ8_0 {
   uint16_t d[8];  // f16 scales of the 8 rows
@@ -62,10 +76,20 @@ struct GroupQ6_K {
   uint8_t ql[1024];
   uint8_t qh[512];
 };
+// NVFP4, blocks of 32 elements = two groups of 16 (h = 0, 1). qs[32j + 4r + b] is byte 4j + b
+// of row r's 16 source bytes (j < 4), i.e. E2M1 codes c[r][8j + 2b] (low nibble) and
+// c[r][8j + 2b + 1] (high nibble); sc[h][r] is the E4M3 scale of row r's group h.
+// value = e2m1(c) * e4m3(sc) * weight_scale_2. The kernels look codes up as 2 * e2m1 +
+// kNvfp4LutOffset (0..24, unsigned, exact) and scales as e4m3 * 2^-8 (exact in f16).
+struct GroupNvfp4 {
+  uint8_t sc[2][8];
+  uint8_t qs[128];
+};
 static_assert(sizeof(GroupQ8_0) == 8 * 34);
 static_assert(sizeof(GroupQ4_0) == 8 * 18);
 static_assert(sizeof(GroupQ5_0) == 8 * 22);
 static_assert(sizeof(GroupQ4_K) == 8 * 144 + 32);
 static_assert(sizeof(GroupQ6_K) == 8 * 210);
+static_assert(sizeof(GroupNvfp4) == 8 * 18);
 
 }  // namespace zen::kernels::packed

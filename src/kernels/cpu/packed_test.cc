@@ -13,7 +13,9 @@
 
 #include "base/error.h"
 #include "kernels/cpu/kernels_test_util.h"
+#include "kernels/cpu/nvfp4.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant_blocks.h"
 
 namespace zen::kernels {
 namespace {
@@ -150,6 +152,100 @@ TEST(Packed, RejectsUnsupportedOrTruncatedTensors) {
   Source q(rng, DType::Q8_0, 8, 64);
   q.view.nbytes -= 1;
   EXPECT_THROW(PackedMatrix::pack(q.view), Error);
+}
+
+// --- NVFP4 ------------------------------------------------------------------------------------
+
+struct RandomNvfp4 {
+  std::vector<uint8_t> codes, scales;
+  Nvfp4Matrix m;
+  RandomNvfp4(std::mt19937& rng, int64_t rows, int64_t cols) {
+    codes.resize(static_cast<size_t>(rows * cols / 2));
+    for (auto& b : codes) b = static_cast<uint8_t>(rng());
+    scales.resize(static_cast<size_t>(rows * cols / kNvfp4GroupSize));
+    // Every finite E4M3 code, subnormals and negative scales included (ModelOpt writes only
+    // positive ones, but the format allows them).
+    std::uniform_int_distribution<int> code(0x00, 0x7E);
+    for (auto& c : scales) c = static_cast<uint8_t>(code(rng) | (rng() % 8 == 0 ? 0x80 : 0));
+    m = Nvfp4Matrix{codes.data(), scales.data(), rows, cols, 0.0123f};
+  }
+};
+
+TEST(PackedNvfp4, KernelsEqualTheReferenceBitForBitAndAreBatchInvariant) {
+  if (!PackedMatrix::available()) GTEST_SKIP() << "no AVX2: the packed kernels are not used on this CPU";
+  std::mt19937 rng(41);
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  for (int64_t K : {32, 96, 608})
+    for (int64_t N : {8, 13, 45}) {
+      const RandomNvfp4 w(rng, N, K);
+      const PackedMatrix p = PackedMatrix::pack_nvfp4(w.m, "w");
+      EXPECT_EQ(p.dtype(), DType::U8);
+      for (int64_t T : {1, 2, 3, 4, 5, 9, 70}) {
+        const auto x = random_activations(rng, T * K);
+        const auto want = run_reference(p, x, T);
+        EXPECT_TRUE(bits_equal(run(p, x, T, pool2).data(), want.data(), want.size())) << "N=" << N << " K=" << K << " T=" << T;
+        if (T != 70) continue;
+        EXPECT_TRUE(bits_equal(run(p, x, T, pool1).data(), want.data(), want.size()));
+        EXPECT_TRUE(bits_equal(run(p, x, T, pool3).data(), want.data(), want.size()));
+        for (int64_t tok : {0, 33, 69}) {  // alone equals its row in the batch
+          const std::vector<float> one(x.begin() + tok * K, x.begin() + (tok + 1) * K);
+          EXPECT_TRUE(bits_equal(run(p, one, 1, pool2).data(), &want[static_cast<size_t>(tok * N)], static_cast<size_t>(N)));
+        }
+      }
+    }
+}
+
+// The packed arithmetic against the dequantized weights dotted with the Q8_0-rounded
+// activation in double: equal up to f32 rounding. This proves packing kept every code and
+// scale, and that the lookup table, offsets and scale factors are right.
+TEST(PackedNvfp4, MatchesTheDequantizedRowsOnQuantizedActivations) {
+  std::mt19937 rng(42);
+  const int64_t K = 608, N = 21, T = 3;
+  const RandomNvfp4 w(rng, N, K);
+  const PackedMatrix p = PackedMatrix::pack_nvfp4(w.m, "w");
+  const auto x = random_activations(rng, T * K);
+  const auto y = run_reference(p, x, T);
+  std::vector<float> wf(static_cast<size_t>(K)), xq(static_cast<size_t>(K));
+  std::vector<BlockQ8_0> q(static_cast<size_t>(K / 32));
+  for (int64_t tok = 0; tok < T; ++tok) {
+    quantize_activation(DType::Q8_0, &x[static_cast<size_t>(tok * K)], q.data(), K);
+    ref::dequantize_row(DType::Q8_0, reinterpret_cast<const uint8_t*>(q.data()), xq.data(), K);
+    for (int64_t r = 0; r < N; ++r) {
+      nvfp4_dequantize_row(w.m, r, wf.data());
+      double want = 0.0, mag = 0.0;
+      for (size_t i = 0; i < wf.size(); ++i) {
+        want += static_cast<double>(wf[i]) * xq[i];
+        mag += std::fabs(static_cast<double>(wf[i]) * xq[i]);
+      }
+      EXPECT_NEAR(y[static_cast<size_t>(tok * N + r)], want, 1e-6 * mag + 1e-30) << "row " << r << " token " << tok;
+    }
+  }
+}
+
+TEST(PackedNvfp4, FastPackingEqualsTheElementwiseDefinition) {
+  std::mt19937 rng(43);
+  for (int64_t N : {8, 13, 4000}) {  // 4000 rows: over 1 MB, packed by several threads
+    const RandomNvfp4 w(rng, N, 608);
+    const PackedMatrix fast = PackedMatrix::pack_nvfp4(w.m, "w"), slow = PackedMatrix::pack_nvfp4_reference(w.m, "w");
+    ASSERT_EQ(fast.bytes(), slow.bytes());
+    EXPECT_EQ(fast.bytes(), static_cast<size_t>((N + 7) / 8 * 8 * 608 * 9 / 16));  // 4.5 bits a weight
+    EXPECT_EQ(std::memcmp(fast.data(), slow.data(), fast.bytes()), 0) << "N=" << N;
+  }
+}
+
+TEST(PackedNvfp4, RejectsNaNScalesAndOddWidthsNamingTheTensor) {
+  std::mt19937 rng(44);
+  RandomNvfp4 w(rng, 9, 64);
+  w.scales[5] = 0xFF;  // E4M3 NaN
+  try {
+    PackedMatrix::pack_nvfp4(w.m, "model.layers.3.mlp.up_proj.weight");
+    ADD_FAILURE() << "a NaN scale was packed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.3.mlp.up_proj.weight"), std::string::npos) << e.what();
+  }
+  const RandomNvfp4 narrow(rng, 8, 48);
+  EXPECT_FALSE(PackedMatrix::nvfp4_packable(narrow.m));
+  EXPECT_THROW(PackedMatrix::pack_nvfp4(narrow.m, "w"), Error);
 }
 
 }  // namespace
