@@ -26,6 +26,7 @@ CASES = [  # dtype, n, k (the default model's shapes; see bench/kernels_bench.cc
 
 PACKED_CASES = [("Q5_0", 4864, 896), ("Q8_0", 4864, 896), ("Q4_0", 4864, 896), ("Q4_K", 896, 4864),
                 ("Q6_K", 896, 4864)]  # the shapes bench/kernels_bench.cc registers for Packed/
+DECODE_CASES = PACKED_CASES + [("NVFP4", 4864, 896)]  # bench/fpquant_bench.cc: Gemv/ and Packed/NVFP4
 
 
 def count(bench, dtype, n, k, tokens, tmp, packed=False):
@@ -71,7 +72,7 @@ def main():
     if args.decode:
         with tempfile.TemporaryDirectory() as tmp:
             print(f"{'case':28} {'per-row':>8} {'packed':>8}  (instructions per weight, one token)")
-            for dtype, n, k in PACKED_CASES:
+            for dtype, n, k in DECODE_CASES:
                 if args.filter in dtype:
                     per = [count_decode(args.bench, dtype, n, k, tmp, p) for p in (False, True)]
                     print(f"{dtype} {n}x{k}".ljust(28) + "".join(f" {v:8.3f}" for v in per), flush=True)

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "base/error.h"
 #include "kernels/cpu/fp_gemm.h"
@@ -96,8 +97,21 @@ ZEN_TARGET_AVX2 inline void over_tokens(int n, const Body& body) {
 
 struct Q8_0Kernel {
   using Group = packed::GroupQ8_0;
+  // One token's exact block sum from the weights and their magnitudes.
+  ZEN_TARGET_AVX2 static __m256i block_sum(const __m256i* w, const __m256i* wabs, const ActQ8& a) {
+    __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      // |w| * (a with w's sign) = w * a, within maddubs' u8 x s8 range.
+      const __m256i p = _mm256_maddubs_epi16(wabs[k], _mm256_sign_epi8(broadcast4(a.qs + 4 * k), w[k]));
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+    }
+    return s;
+  }
+  ZEN_TARGET_AVX2 static __m256 accumulate(__m256 acc, const Group& g, const ActQ8& a, __m256i s) {
+    return _mm256_fmadd_ps(_mm256_mul_ps(scales8(g.d), _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc);
+  }
   ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
-    const __m256 dw = scales8(g.d);
     __m256i w[8], wabs[8];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
@@ -108,28 +122,47 @@ struct Q8_0Kernel {
 #pragma GCC unroll 4
       for (int t = t0; t < t0 + T; ++t) {
         const ActQ8& a = act_block<ActQ8>(act, act_row, t, i);
-        __m256i s = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-          // |w| * (a with w's sign) = w * a, within maddubs' u8 x s8 range.
-          const __m256i p = _mm256_maddubs_epi16(wabs[k], _mm256_sign_epi8(broadcast4(a.qs + 4 * k), w[k]));
-          s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-        }
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc[t]);
+        acc[t] = accumulate(acc[t], g, a, block_sum(w, wabs, a));
       }
     });
   }
+  // Decode (one token): each weight register used once, straight from its load (holding all
+  // 16 in registers, as block() does for a tile of tokens, spills at one token).
+  ZEN_TARGET_AVX2 static __m256 decode(const Group* g, const uint8_t* act, int64_t nb) {
+    const auto* a = reinterpret_cast<const ActQ8*>(act);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i, ++g) {
+      prefetch_block(g, sizeof(*g));
+      __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i w = load256(g->qs + 32 * k);
+        const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(broadcast4(a[i].qs + 4 * k), w));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+      }
+      acc = accumulate(acc, *g, a[i], s);
+    }
+    return acc;
+  }
 };
+
+// Bit k of each byte moved to bit 4 (16-bit shifts: no bit crosses into the other byte's bit 4).
+template <int k>
+ZEN_TARGET_AVX2 inline __m256i bit_to_bit4(__m256i h) {
+  if constexpr (k < 4) return _mm256_slli_epi16(h, 4 - k);
+  else if constexpr (k == 4) return h;
+  else return _mm256_srli_epi16(h, k - 4);
+}
 
 // Q4_0 (kFiveBit false) and Q5_0: unsigned quants, the offset subtracted via the block sum.
 template <bool kFiveBit>
 struct Q4Q5Kernel {
   using Group = std::conditional_t<kFiveBit, packed::GroupQ5_0, packed::GroupQ4_0>;
   static constexpr int kOffset = kFiveBit ? 16 : 8;
-  ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
+
+  // The block's 8 registers of unsigned quants (k-group k of every row).
+  ZEN_TARGET_AVX2 static void unpack(const Group& g, __m256i* w) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    const __m256 dw = scales8(g.d);
-    __m256i w[8];
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m256i v = load256(g.qs + 32 * k);
@@ -137,39 +170,63 @@ struct Q4Q5Kernel {
       w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
     }
     if constexpr (kFiveBit) {
-      const __m256i h = load256(g.qh);
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << k));
-        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
-        w[k] = _mm256_or_si256(w[k], _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
-      }
+      const __m256i h = load256(g.qh), bit4 = _mm256_set1_epi8(0x10);
+      [&]<int... k>(std::integer_sequence<int, k...>) ZEN_TARGET_AVX2 {
+        ((w[k] = _mm256_or_si256(w[k], _mm256_and_si256(bit_to_bit4<k>(h), bit4))), ...);
+      }(std::make_integer_sequence<int, 8>{});
     }
+  }
+
+  // One token's exact block sum, the offset subtracted.
+  ZEN_TARGET_AVX2 static __m256i block_sum(const __m256i* w, const ActQ8& a) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i s;
+    if constexpr (kFiveBit) {  // 2 * 31 * 127 per 16-bit lane: add 4 maddubs at most
+      __m256i lo = _mm256_maddubs_epi16(w[0], broadcast4(a.qs));
+      __m256i hi = _mm256_maddubs_epi16(w[4], broadcast4(a.qs + 16));
+#pragma GCC unroll 3
+      for (int k = 1; k < 4; ++k) {
+        lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[k], broadcast4(a.qs + 4 * k)));
+        hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[k + 4], broadcast4(a.qs + 16 + 4 * k)));
+      }
+      s = _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
+    } else {  // 2 * 15 * 127 per lane: all 8 fit
+      __m256i s16 = _mm256_maddubs_epi16(w[0], broadcast4(a.qs));
+#pragma GCC unroll 7
+      for (int k = 1; k < 8; ++k) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[k], broadcast4(a.qs + 4 * k)));
+      s = _mm256_madd_epi16(s16, ones);
+    }
+    return _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset * a.sum));
+  }
+
+  ZEN_TARGET_AVX2 static __m256 accumulate(__m256 acc, __m256 dw, const ActQ8& a, __m256i s) {
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc);
+  }
+
+  ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
+    const __m256 dw = scales8(g.d);
+    __m256i w[8];
+    unpack(g, w);
     over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
-      const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 4
       for (int t = t0; t < t0 + T; ++t) {
         const ActQ8& a = act_block<ActQ8>(act, act_row, t, i);
-        __m256i s;
-        if constexpr (kFiveBit) {  // 2 * 31 * 127 per 16-bit lane: add 4 maddubs at most
-          __m256i lo = _mm256_maddubs_epi16(w[0], broadcast4(a.qs));
-          __m256i hi = _mm256_maddubs_epi16(w[4], broadcast4(a.qs + 16));
-#pragma GCC unroll 3
-          for (int k = 1; k < 4; ++k) {
-            lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(w[k], broadcast4(a.qs + 4 * k)));
-            hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(w[k + 4], broadcast4(a.qs + 16 + 4 * k)));
-          }
-          s = _mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones));
-        } else {  // 2 * 15 * 127 per lane: all 8 fit
-          __m256i s16 = _mm256_maddubs_epi16(w[0], broadcast4(a.qs));
-#pragma GCC unroll 7
-          for (int k = 1; k < 8; ++k) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[k], broadcast4(a.qs + 4 * k)));
-          s = _mm256_madd_epi16(s16, ones);
-        }
-        s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset * a.sum));
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc[t]);
+        acc[t] = accumulate(acc[t], dw, a, block_sum(w, a));
       }
     });
+  }
+
+  // Decode (one token): the sum in a register across the group's blocks; the same operations.
+  ZEN_TARGET_AVX2 static __m256 decode(const Group* g, const uint8_t* act, int64_t nb) {
+    const auto* a = reinterpret_cast<const ActQ8*>(act);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i, ++g) {
+      prefetch_block(g, sizeof(*g));
+      __m256i w[8];
+      unpack(*g, w);
+      acc = accumulate(acc, scales8(g->d), a[i], block_sum(w, a[i]));
+    }
+    return acc;
   }
 };
 
