@@ -81,17 +81,30 @@ void BM_GdnPrefillCore(benchmark::State& state) {
   CoreInputs in(s, T);
   const int64_t dk = s.k_head_dim, dv = s.v_head_dim, per_head = dk * dv;
   std::vector<float> states(static_cast<size_t>(s.num_v_heads * per_head));
-  const int64_t scratch_floats = gdn::chunk_scratch_floats(dk, dv);
+  // The chunked form takes a key head's r value heads together (as gdn_forward does).
+  const int64_t r = s.group();
+  const int64_t scratch_floats = gdn::chunk_scratch_floats(dk, dv, r);
   std::vector<float> scratch(static_cast<size_t>(pool.size() * scratch_floats));
   for (auto _ : state) {
     std::fill(states.begin(), states.end(), 0.0f);
-    pool.parallel_for(s.num_v_heads, [&](int64_t begin, int64_t end, int thread) {
-      for (int64_t h = begin; h < end; ++h) {
-        float* S = &states[static_cast<size_t>(h * per_head)];
-        if (recurrent) gdn::recurrent(in.head(h), T, dk, dv, S);
-        else gdn::chunked(in.head(h), T, 0, dk, dv, S, &scratch[static_cast<size_t>(thread * scratch_floats)]);
-      }
-    });
+    if (recurrent) {
+      pool.parallel_for(s.num_v_heads, [&](int64_t begin, int64_t end, int) {
+        for (int64_t h = begin; h < end; ++h) gdn::recurrent(in.head(h), T, dk, dv, &states[static_cast<size_t>(h * per_head)]);
+      });
+    } else {
+      pool.parallel_for(s.num_k_heads, [&](int64_t begin, int64_t end, int thread) {
+        for (int64_t kh = begin; kh < end; ++kh) {
+          std::vector<gdn::HeadInputs> heads;
+          std::vector<float*> group_states;
+          for (int64_t h = kh * r; h < (kh + 1) * r; ++h) {
+            heads.push_back(in.head(h));
+            group_states.push_back(&states[static_cast<size_t>(h * per_head)]);
+          }
+          gdn::chunked(heads.data(), group_states.data(), r, T, 0, dk, dv,
+                       &scratch[static_cast<size_t>(thread * scratch_floats)]);
+        }
+      });
+    }
     benchmark::DoNotOptimize(in.out.data());
   }
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(T), benchmark::Counter::kIsIterationInvariantRate);
@@ -197,6 +210,21 @@ void BM_GemmF32Chunk(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_GemmF32Chunk)->ArgNames({"M", "N", "K"})->Args({64, 128, 128})->Args({128, 128, 64})->UseRealTime();
+
+// The same with B packed once outside the loop (as the chunk packs its state and v_new).
+void BM_GemmF32Packed(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  std::vector<float> A(static_cast<size_t>(M * K), 0.5f), B(static_cast<size_t>(K * N), 0.25f),
+      Bp(static_cast<size_t>(kernels::packed_b_floats(K, N))), C(static_cast<size_t>(M * N));
+  kernels::pack_b_f32(K, N, B.data(), N, Bp.data());
+  for (auto _ : state) {
+    kernels::gemm_f32_packed(M, N, K, A.data(), K, Bp.data(), K, C.data(), N, 1.0f);
+    benchmark::DoNotOptimize(C.data());
+  }
+  state.counters["GFMA/s"] = benchmark::Counter(static_cast<double>(M * N * K) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmF32Packed)->ArgNames({"M", "N", "K"})->Args({64, 128, 128})->Args({128, 128, 128})->Args({128, 128, 64})->UseRealTime();
 
 }  // namespace
 }  // namespace zen
