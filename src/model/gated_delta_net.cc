@@ -49,12 +49,12 @@ struct ChunkScratch {
   float* e;      // [C] exp(cum_i)
   float* tail;   // [C] exp(cum_last - cum_j)
   float* decay;  // [C] one row of exp(cum_i - cum_j)
+  float* betas;  // [C] beta_i
   float* QK;     // [C, C] decayed causal q k^T
-  float* T;      // [C, C] A = beta_i k_i k_j^T exp(cum_i - cum_j) (j < i), inverted to (I + A)^-1
-  float* P;      // [2C, Dv] [q; k] S
-  float* R;      // [C, Dv] beta (v - exp(cum) k S)
-  float* Rp;     // R packed
-  float* VNp;    // v_new = T R, packed
+  float* T;      // [C, C] -A (A = beta_i k_i k_j^T exp(cum_i - cum_j), j < i), then (I + A)^-1 diag(beta)
+  float* KE;     // [C, Dk] -exp(cum_i) k_i
+  float* Yp;     // v - exp(cum) k S, packed ([C, 16] panels)
+  float* VNp;    // v_new, packed
   float* KdT;    // [Dk, C] k_j^T exp(cum_last - cum_j)
   // Per value head for a whole call: the state, packed (panels of [Dk, 16]).
   float* Sp;  // [heads, packed Dk x Dv]
@@ -76,11 +76,11 @@ struct ChunkScratch {
     e = take(C);
     tail = take(C);
     decay = take(C);
+    betas = take(C);
     QK = take(C * C);
     T = take(C * C);
-    P = take(2 * C * dv);
-    R = take(C * dv);
-    Rp = take(kernels::packed_b_floats(C, dv));
+    KE = take(C * dk);
+    Yp = take(kernels::packed_b_floats(C, dv));
     VNp = take(kernels::packed_b_floats(C, dv));
     KdT = take(dk * C);
     state_floats = kernels::packed_b_floats(dk, dv);
@@ -88,8 +88,8 @@ struct ChunkScratch {
   }
   static int64_t floats(int64_t dk, int64_t dv, int64_t heads) {
     const int64_t C = kGdnChunk;
-    return 2 * C * dk + dk * C + kernels::packed_b_floats(dk, C) + 2 * C * C + 4 * C + 2 * C * C + 2 * C * dv +
-           C * dv + 2 * kernels::packed_b_floats(C, dv) + dk * C + heads * kernels::packed_b_floats(dk, dv);
+    return 2 * C * dk + dk * C + kernels::packed_b_floats(dk, C) + 2 * C * C + 5 * C + 2 * C * C + C * dk +
+           2 * kernels::packed_b_floats(C, dv) + dk * C + heads * kernels::packed_b_floats(dk, dv);
   }
 };
 
@@ -122,8 +122,9 @@ void chunk_products(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, Chu
 }
 
 // One value head over the chunk (chunk_products done), on its packed state Sp [Dk, Dv], as HF's
-// torch_chunk_gated_delta_rule computes a chunk, regrouped so the state enters once:
-//   v_new = (I + A)^-1 beta (v - exp(cum) k S)        (= U - W S)
+// torch_chunk_gated_delta_rule computes a chunk, regrouped so the state enters once and the
+// decays and beta ride in GEMM operands:
+//   v_new = (I + A)^-1 diag(beta) (v - exp(cum) k S)        (= U - W S)
 //   out   = exp(cum) q S + QK v_new
 //   S     = exp(cum_last) S + (k exp(cum_last - cum))^T v_new
 void chunk_head(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t dv, float* Sp, ChunkScratch& c) {
@@ -132,12 +133,13 @@ void chunk_head(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t
   for (int64_t i = 0; i < L; ++i) {
     acc += in.g[(t0 + i) * in.ld_gb];
     c.cum[i] = acc;
+    c.betas[i] = in.beta[(t0 + i) * in.ld_gb];
   }
   const float last = c.cum[L - 1];
   kernels::exp_f32(c.cum, L, c.e);
   for (int64_t j = 0; j < L; ++j) c.tail[j] = last - c.cum[j];
   kernels::exp_f32(c.tail, L, c.tail);
-  // The decay exp(cum_i - cum_j) and causal masks on q k^T; A gets beta_i.
+  // The decay exp(cum_i - cum_j) and causal masks on q k^T and k k^T (the latter times -beta_i).
   for (int64_t i = 0; i < L; ++i) {
     for (int64_t j = 0; j <= i; ++j) c.decay[j] = c.cum[i] - c.cum[j];
     kernels::exp_f32(c.decay, i + 1, c.decay);
@@ -146,27 +148,27 @@ void chunk_head(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t
     kernels::mul_f32(c.G + i * C, c.decay, i + 1, qk);
     std::fill(qk + i + 1, qk + L, 0.0f);
     kernels::mul_f32(c.G + (C + i) * C, c.decay, i, a);
-    kernels::scale_f32(in.beta[(t0 + i) * in.ld_gb], a, i, a);
+    kernels::scale_f32(-c.betas[i], a, i, a);
   }
   kernels::unit_lower_inverse_f32(L, c.T, C);
-  // [q; k] S, then out = exp(cum) q S and R = beta (v - exp(cum) k S).
-  kernels::gemm_f32_packed(2 * L, dv, dk, c.X, dk, Sp, dk, c.P, dv, 0.0f);
-  for (int64_t i = 0; i < L; ++i) {
-    const float beta = in.beta[(t0 + i) * in.ld_gb];
-    kernels::scale_f32(c.e[i], c.P + i * dv, dv, in.out + (t0 + i) * in.ld_out);
-    kernels::axpby_f32(beta, in.v + (t0 + i) * in.ld_qkv, -beta * c.e[i], c.P + (L + i) * dv, dv, c.R + i * dv);
-  }
-  kernels::pack_b_f32(L, dv, c.R, dv, c.Rp);
-  // v_new = T R, and out += QK v_new: both lower-triangular, so each 16-row block stops at its
-  // diagonal block.
+  for (int64_t i = 0; i < L; ++i) kernels::mul_f32(c.T + i * C, c.betas, i + 1, c.T + i * C);
+  // Y = v - exp(cum) k S, in panels.
+  for (int64_t i = 0; i < L; ++i) kernels::scale_f32(-c.e[i], c.X + (L + i) * dk, dk, c.KE + i * dk);
+  kernels::pack_b_f32(L, dv, in.v + t0 * in.ld_qkv, in.ld_qkv, c.Yp);
+  gemm_into_panels(L, dv, dk, c.KE, dk, Sp, dk, c.Yp, L, 0, 1.0f);
+  // out = q S here; the exp(cum) row scale joins the QK v_new product below.
   float* out = in.out + t0 * in.ld_out;
+  kernels::gemm_f32_packed(L, dv, dk, c.X, dk, Sp, dk, out, in.ld_out, 0.0f);
+  // v_new = T Y, and out = exp(cum) out + QK v_new: both lower-triangular, so each 16-row block
+  // stops at its diagonal block.
   for (int64_t b = 0; b < L; b += kTriBlock) {
     const int64_t rows = std::min(kTriBlock, L - b), depth = std::min(L, b + kTriBlock);
-    gemm_into_panels(rows, dv, depth, c.T + b * C, C, c.Rp, L, c.VNp, L, b, 0.0f);
+    gemm_into_panels(rows, dv, depth, c.T + b * C, C, c.Yp, L, c.VNp, L, b, 0.0f);
   }
   for (int64_t b = 0; b < L; b += kTriBlock) {
     const int64_t rows = std::min(kTriBlock, L - b), depth = std::min(L, b + kTriBlock);
-    kernels::gemm_f32_packed(rows, dv, depth, c.QK + b * C, C, c.VNp, L, out + b * in.ld_out, in.ld_out, 1.0f);
+    kernels::gemm_f32_packed(rows, dv, depth, c.QK + b * C, C, c.VNp, L, out + b * in.ld_out, in.ld_out, 0.0f,
+                             c.e + b);
   }
   // S = exp(cum_last) S + (k exp(cum_last - cum))^T v_new
   for (int64_t d = 0; d < dk; ++d) kernels::mul_f32(c.Kt + d * C, c.tail, L, c.KdT + d * C);

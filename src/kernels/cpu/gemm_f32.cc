@@ -47,24 +47,24 @@ namespace {
 
 // The scalar form of gemm_f32_packed: ref::gemm_f32's sums, reading the panels.
 void gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
-                        int64_t panel_rows, float* C, int64_t ldc, float beta) {
+                        int64_t panel_rows, float* C, int64_t ldc, float beta, const float* row_beta) {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
       const float* b = Bp + (j / kGemmPanel) * kGemmPanel * panel_rows + j % kGemmPanel;
-      float acc = beta == 0.0f ? 0.0f : C[i * ldc + j] * beta;
+      const float scale = row_beta != nullptr ? row_beta[i] : beta;
+      float acc = row_beta == nullptr && beta == 0.0f ? 0.0f : C[i * ldc + j] * scale;
       for (int64_t k = 0; k < K; ++k) acc += A[i * lda + k] * b[k * kGemmPanel];
       C[i * ldc + j] = acc;
     }
 }
 
 void unit_lower_inverse_scalar(int64_t n, float* a, int64_t lda) {
-  const int64_t width = (n + 7) / 8 * 8;
+  const int64_t width = (n + 15) / 16 * 16;
   for (int64_t i = 0; i < n; ++i) {
     float* row = a + i * lda;
-    for (int64_t c = 0; c < i; ++c) row[c] = -row[c];
     std::fill(row + i, row + width, 0.0f);
-    for (int64_t m = 0; m < i; ++m) {
-      const float coef = row[m];  // still -A_im: earlier steps only touch columns < m
+    for (int64_t m = 1; m < i; ++m) {
+      const float coef = row[m];  // still N_im: earlier steps only touch columns < m
       const float* tm = a + m * lda;
       for (int64_t c = 0; c < m; ++c) row[c] += coef * tm[c];
     }
@@ -78,11 +78,12 @@ void unit_lower_inverse_scalar(int64_t n, float* a, int64_t lda) {
 // columns are stored; else only the lanes of mask0/mask1 (masked loads and stores of C).
 template <int kRows, bool kFull>
 ZEN_TARGET_AVX2 void tile(int64_t K, const float* A, int64_t lda, const float* panel, float* C, int64_t ldc, float beta,
-                          __m256i mask0, __m256i mask1) {
+                          const float* row_beta, __m256i mask0, __m256i mask1) {
   __m256 acc[kRows][2];
-  const __m256 scale = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
   for (int r = 0; r < kRows; ++r) {
-    if (beta == 0.0f) {
+    const __m256 scale = _mm256_set1_ps(row_beta != nullptr ? row_beta[r] : beta);
+    if (row_beta == nullptr && beta == 0.0f) {
       acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     } else if (kFull) {
       acc[r][0] = _mm256_mul_ps(_mm256_loadu_ps(C + r * ldc), scale);
@@ -95,12 +96,14 @@ ZEN_TARGET_AVX2 void tile(int64_t K, const float* A, int64_t lda, const float* p
 #pragma GCC unroll 4
   for (int64_t k = 0; k < K; ++k) {
     const __m256 b0 = _mm256_loadu_ps(panel + k * kGemmPanel), b1 = _mm256_loadu_ps(panel + k * kGemmPanel + 8);
+#pragma GCC unroll 6
     for (int r = 0; r < kRows; ++r) {
       const __m256 a = _mm256_broadcast_ss(A + r * lda + k);
       acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
     }
   }
+#pragma GCC unroll 6
   for (int r = 0; r < kRows; ++r) {
     if (kFull) {
       _mm256_storeu_ps(C + r * ldc, acc[r][0]);
@@ -115,48 +118,56 @@ ZEN_TARGET_AVX2 void tile(int64_t K, const float* A, int64_t lda, const float* p
 // All M rows against one panel: 6-row tiles, then one tile of the remaining rows.
 template <bool kFull>
 ZEN_TARGET_AVX2 void panel_rows_avx2(int64_t M, int64_t K, const float* A, int64_t lda, const float* panel, float* C,
-                                     int64_t ldc, float beta, __m256i m0, __m256i m1) {
+                                     int64_t ldc, float beta, const float* row_beta, __m256i m0, __m256i m1) {
   int64_t i = 0;
-  for (; i + 6 <= M; i += 6) tile<6, kFull>(K, A + i * lda, lda, panel, C + i * ldc, ldc, beta, m0, m1);
+  auto rb = [&]() { return row_beta != nullptr ? row_beta + i : nullptr; };
+  for (; i + 6 <= M; i += 6) tile<6, kFull>(K, A + i * lda, lda, panel, C + i * ldc, ldc, beta, rb(), m0, m1);
   const float* a = A + i * lda;
   float* c = C + i * ldc;
   switch (M - i) {
-    case 5: return tile<5, kFull>(K, a, lda, panel, c, ldc, beta, m0, m1);
-    case 4: return tile<4, kFull>(K, a, lda, panel, c, ldc, beta, m0, m1);
-    case 3: return tile<3, kFull>(K, a, lda, panel, c, ldc, beta, m0, m1);
-    case 2: return tile<2, kFull>(K, a, lda, panel, c, ldc, beta, m0, m1);
-    case 1: return tile<1, kFull>(K, a, lda, panel, c, ldc, beta, m0, m1);
+    case 5: return tile<5, kFull>(K, a, lda, panel, c, ldc, beta, rb(), m0, m1);
+    case 4: return tile<4, kFull>(K, a, lda, panel, c, ldc, beta, rb(), m0, m1);
+    case 3: return tile<3, kFull>(K, a, lda, panel, c, ldc, beta, rb(), m0, m1);
+    case 2: return tile<2, kFull>(K, a, lda, panel, c, ldc, beta, rb(), m0, m1);
+    case 1: return tile<1, kFull>(K, a, lda, panel, c, ldc, beta, rb(), m0, m1);
     default: return;
   }
 }
 
 ZEN_TARGET_AVX2 void gemm_packed_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
-                                      int64_t panel_rows, float* C, int64_t ldc, float beta) {
+                                      int64_t panel_rows, float* C, int64_t ldc, float beta, const float* row_beta) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t j = 0; j < N; j += kGemmPanel) {
     const float* panel = Bp + j * panel_rows;
     const int64_t cols = std::min(kGemmPanel, N - j);
     if (cols == kGemmPanel) {
-      panel_rows_avx2<true>(M, K, A, lda, panel, C + j, ldc, beta, lane, lane);
+      panel_rows_avx2<true>(M, K, A, lda, panel, C + j, ldc, beta, row_beta, lane, lane);
     } else {
       const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols)), lane);
       const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols - 8)), lane);
-      panel_rows_avx2<false>(M, K, A, lda, panel, C + j, ldc, beta, m0, m1);
+      panel_rows_avx2<false>(M, K, A, lda, panel, C + j, ldc, beta, row_beta, m0, m1);
     }
   }
 }
 
+// Row i by 16-column blocks held in two registers: N_i's block plus N_im T_m's block for the m
+// that reach it (T_m is zero from column m on), in m order; N_im is read before the block is
+// stored, so it is still N's.
 ZEN_TARGET_AVX2 void unit_lower_inverse_avx2(int64_t n, float* a, int64_t lda) {
-  const int64_t width = (n + 7) / 8 * 8;
+  const int64_t width = (n + 15) / 16 * 16;
   for (int64_t i = 0; i < n; ++i) {
     float* row = a + i * lda;
-    for (int64_t c = 0; c < i; ++c) row[c] = -row[c];
     std::fill(row + i, row + width, 0.0f);
-    for (int64_t m = 1; m < i; ++m) {  // T_0 is zero below the diagonal
-      const __m256 coef = _mm256_set1_ps(row[m]);
-      const float* tm = a + m * lda;
-      for (int64_t c = 0; c < m; c += 8)  // lanes past m add coef * 0
-        _mm256_storeu_ps(row + c, _mm256_fmadd_ps(coef, _mm256_loadu_ps(tm + c), _mm256_loadu_ps(row + c)));
+    for (int64_t cb = 0; cb < i; cb += 16) {
+      __m256 acc0 = _mm256_loadu_ps(row + cb), acc1 = _mm256_loadu_ps(row + cb + 8);
+      for (int64_t m = std::max<int64_t>(cb + 1, 1); m < i; ++m) {
+        const __m256 coef = _mm256_set1_ps(row[m]);
+        const float* tm = a + m * lda + cb;
+        acc0 = _mm256_fmadd_ps(coef, _mm256_loadu_ps(tm), acc0);
+        acc1 = _mm256_fmadd_ps(coef, _mm256_loadu_ps(tm + 8), acc1);
+      }
+      _mm256_storeu_ps(row + cb, acc0);
+      _mm256_storeu_ps(row + cb + 8, acc1);
     }
   }
   for (int64_t i = 0; i < n; ++i) a[i * lda + i] = 1.0f;
@@ -188,11 +199,11 @@ ZEN_TARGET_AVX2 void mul_avx2(const float* x, const float* y, int64_t n, float* 
 }  // namespace
 
 void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
-                     int64_t panel_rows, float* C, int64_t ldc, float beta) {
+                     int64_t panel_rows, float* C, int64_t ldc, float beta, const float* row_beta) {
 #if ZEN_HAVE_X86_SIMD
-  if (use_avx2()) return gemm_packed_avx2(M, N, K, A, lda, Bp, panel_rows, C, ldc, beta);
+  if (use_avx2()) return gemm_packed_avx2(M, N, K, A, lda, Bp, panel_rows, C, ldc, beta, row_beta);
 #endif
-  gemm_packed_scalar(M, N, K, A, lda, Bp, panel_rows, C, ldc, beta);
+  gemm_packed_scalar(M, N, K, A, lda, Bp, panel_rows, C, ldc, beta, row_beta);
 }
 
 void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
@@ -202,7 +213,7 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, cons
     thread_local std::vector<float> packed;
     packed.resize(static_cast<size_t>(packed_b_floats(K, N)));
     pack_b_f32(K, N, B, ldb, packed.data());
-    return gemm_packed_avx2(M, N, K, A, lda, packed.data(), K, C, ldc, accumulate ? 1.0f : 0.0f);
+    return gemm_packed_avx2(M, N, K, A, lda, packed.data(), K, C, ldc, accumulate ? 1.0f : 0.0f, nullptr);
   }
 #endif
   ref::gemm_f32(M, N, K, A, lda, B, ldb, C, ldc, accumulate);

@@ -25,14 +25,16 @@ void unpack_b_f32(int64_t K, int64_t N, const float* packed, float* B, int64_t l
 
 // C[M, N] = A[M, K] Bp + beta C, where Bp holds panels of [panel_rows, 16] (packed from a
 // matrix of panel_rows >= K rows) and the product uses their first K rows. beta 0: C is not
-// read; beta 1: C is accumulated into exactly.
+// read; beta 1: C is accumulated into exactly. With row_beta, row i takes row_beta[i] for beta
+// (C is read).
 void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
-                     int64_t panel_rows, float* C, int64_t ldc, float beta);
+                     int64_t panel_rows, float* C, int64_t ldc, float beta, const float* row_beta = nullptr);
 
-// a [n, lda]: holds a strictly lower-triangular A (read below the diagonal only); overwritten
-// with (I + A)^-1 (unit lower-triangular, zeros above the diagonal), by forward substitution
-// row by row: T_i = -A_i - sum_{m<i} A_im T_m (T without its diagonal). The rows are padded:
-// lda >= round_up(n, 8) and columns [n, round_up(n, 8)) are zeroed too.
+// a [n, lda]: holds a strictly lower-triangular N (read below the diagonal only); overwritten
+// with (I - N)^-1 (unit lower-triangular, zeros above the diagonal), by forward substitution
+// row by row: T_i = N_i + sum_{m<i} N_im T_m (T without its diagonal), as transformers'
+// chunked delta rule inverts. The rows are padded: lda >= round_up(n, 16) and columns
+// [n, round_up(n, 16)) are zeroed too.
 void unit_lower_inverse_f32(int64_t n, float* a, int64_t lda);
 
 // Elementwise helpers of the chunk: out = s x; out = a x + b y; out = x y (out may alias).

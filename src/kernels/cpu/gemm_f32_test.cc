@@ -61,8 +61,8 @@ TEST(GemmF32Invariance, RowsAndColumnsIndependentOfShape) {
   }
 }
 
-// gemm_f32_packed on panels packed from a taller matrix (panel_rows > K), with beta 0, 1 and
-// a scale, against the reference on the same sums.
+// gemm_f32_packed on panels packed from a taller matrix (panel_rows > K), with beta 0, 1, a
+// scale and per-row scales, against the reference on the same sums.
 TEST_P(GemmF32, PackedMatchesReference) {
   const auto [M, N, K] = GetParam();
   const int64_t lda = K + 3, ldb = N + 5, ldc = N + 2, rows = K + 4;
@@ -74,11 +74,15 @@ TEST_P(GemmF32, PackedMatchesReference) {
   for (float& x : C0) x = normal(rng);
   std::vector<float> packed(static_cast<size_t>(packed_b_floats(rows, N)));
   pack_b_f32(rows, N, B.data(), ldb, packed.data());
-  for (float beta : {0.0f, 1.0f, 0.75f}) {
+  std::vector<float> row_beta(static_cast<size_t>(M));
+  for (float& x : row_beta) x = normal(rng);
+  for (float beta : {0.0f, 1.0f, 0.75f, -1.0f}) {  // -1: the per-row scales
+    const bool per_row = beta < 0.0f;
     std::vector<float> fast = C0, slow = C0;
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) slow[static_cast<size_t>(i * ldc + j)] *= beta;
-    gemm_f32_packed(M, N, K, A.data(), lda, packed.data(), rows, fast.data(), ldc, beta);
+      for (int64_t j = 0; j < N; ++j) slow[static_cast<size_t>(i * ldc + j)] *= per_row ? row_beta[static_cast<size_t>(i)] : beta;
+    gemm_f32_packed(M, N, K, A.data(), lda, packed.data(), rows, fast.data(), ldc, beta,
+                    per_row ? row_beta.data() : nullptr);
     ref::gemm_f32(M, N, K, A.data(), lda, B.data(), ldb, slow.data(), ldc, /*accumulate=*/true);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < ldc; ++j) {
@@ -112,25 +116,25 @@ TEST(GemmF32Pack, RoundTrip) {
       EXPECT_EQ(back[static_cast<size_t>(k * ldb + j)], j < N ? B[static_cast<size_t>(k * ldb + j)] : 0.0f);
 }
 
-// (I + A) T = I for the inverse of a strictly lower-triangular A (checked in double), T is
-// unit lower-triangular, and the padding columns are zero.
-TEST(UnitLowerInverse, InvertsIPlusA) {
-  for (int64_t n : {1, 2, 7, 16, 33, 64}) {
-    const int64_t lda = 72;
+// (I - N) T = I for the inverse of I minus a strictly lower-triangular N (checked in double),
+// T is unit lower-triangular, and the padding columns are zero.
+TEST(UnitLowerInverse, InvertsIMinusN) {
+  for (int64_t n : {1, 2, 7, 16, 17, 33, 64}) {
+    const int64_t lda = 80;
     std::mt19937 rng(static_cast<uint32_t>(n));
     std::normal_distribution<float> normal(0.0f, 0.2f);
     std::vector<float> A(static_cast<size_t>(n * lda));
     for (float& x : A) x = normal(rng);  // the diagonal and above are ignored
     std::vector<float> T = A;
     unit_lower_inverse_f32(n, T.data(), lda);
-    const int64_t width = (n + 7) / 8 * 8;
+    const int64_t width = (n + 15) / 16 * 16;
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = i + 1; j < width; ++j) EXPECT_EQ(T[static_cast<size_t>(i * lda + j)], 0.0f);
       EXPECT_EQ(T[static_cast<size_t>(i * lda + i)], 1.0f);
       for (int64_t j = 0; j < n; ++j) {
         double sum = T[static_cast<size_t>(i * lda + j)];  // the identity's term
         for (int64_t m = 0; m < i; ++m)
-          sum += static_cast<double>(A[static_cast<size_t>(i * lda + m)]) * T[static_cast<size_t>(m * lda + j)];
+          sum -= static_cast<double>(A[static_cast<size_t>(i * lda + m)]) * T[static_cast<size_t>(m * lda + j)];
         EXPECT_NEAR(sum, i == j ? 1.0 : 0.0, 1e-5) << "n " << n << " (" << i << ", " << j << ")";
       }
     }
