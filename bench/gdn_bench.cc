@@ -2,11 +2,14 @@
 // random weights:
 //   BM_GdnPrefillCore/form: the delta rule over 48 heads x T tokens, chunked (form 0) vs
 //     recurrent (form 1) - the part of prefill the two forms differ in (the projections are
-//     the same matmuls for both). Target: chunked >= 3x faster at T = 2048.
+//     the same matmuls for both). Target: chunked >= 3x faster at T = 2048. As gdn_forward
+//     does, the chunked form takes a key head's 3 value heads per call, the recurrent form
+//     one value head per call.
 //   BM_GdnDecodeLayer: one decode token through the whole layer (bf16 projections, conv, the
 //     recurrent state update, gated norm, out_proj): the per-token cost of a GDN layer.
 //   BM_GdnDecodeState: only the state update of that token (48 heads of 128 x 128 f32).
-//   BM_GemmF32Chunk: the chunk's GEMM shapes alone (the chunked form's ceiling).
+//   BM_GemmF32Chunk: the chunk's GEMM shapes alone, B packed on every call (gemm_f32);
+//   BM_GemmF32Packed: the same with B packed once (as the chunk holds its state and v_new).
 //
 //   zen_gdn_bench --benchmark_filter=Gdn
 #include <benchmark/benchmark.h>
@@ -89,7 +92,8 @@ void BM_GdnPrefillCore(benchmark::State& state) {
     std::fill(states.begin(), states.end(), 0.0f);
     if (recurrent) {
       pool.parallel_for(s.num_v_heads, [&](int64_t begin, int64_t end, int) {
-        for (int64_t h = begin; h < end; ++h) gdn::recurrent(in.head(h), T, dk, dv, &states[static_cast<size_t>(h * per_head)]);
+        for (int64_t h = begin; h < end; ++h)
+          gdn::recurrent(in.head(h), T, dk, dv, &states[static_cast<size_t>(h * per_head)]);
       });
     } else {
       pool.parallel_for(s.num_k_heads, [&](int64_t begin, int64_t end, int thread) {
@@ -224,7 +228,12 @@ void BM_GemmF32Packed(benchmark::State& state) {
   state.counters["GFMA/s"] = benchmark::Counter(static_cast<double>(M * N * K) * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_GemmF32Packed)->ArgNames({"M", "N", "K"})->Args({64, 128, 128})->Args({128, 128, 128})->Args({128, 128, 64})->UseRealTime();
+BENCHMARK(BM_GemmF32Packed)
+    ->ArgNames({"M", "N", "K"})
+    ->Args({64, 128, 128})
+    ->Args({128, 128, 128})
+    ->Args({128, 128, 64})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace zen

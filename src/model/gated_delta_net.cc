@@ -492,7 +492,8 @@ void gdn_forward(const GdnWeights& w, const GdnShape& s, int64_t state_offset, c
       } else if (mode == GdnMode::Recurrent || len == 1) {
         for (int64_t j = 0; j < group; ++j) gdn::recurrent(heads[j], len, Dk, Dv, states[j]);
       } else {
-        gdn::chunked(heads, states, group, len, seq.pos, Dk, Dv, &sc.chunk[static_cast<size_t>(thread * scratch_floats)]);
+        float* scratch = &sc.chunk[static_cast<size_t>(thread * scratch_floats)];
+        gdn::chunked(heads, states, group, len, seq.pos, Dk, Dv, scratch);
       }
     }
   });

@@ -68,7 +68,8 @@ TEST_P(GemmF32, PackedMatchesReference) {
   const int64_t lda = K + 3, ldb = N + 5, ldc = N + 2, rows = K + 4;
   std::mt19937 rng(static_cast<uint32_t>(M * 31 + N * 17 + K));
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> A(static_cast<size_t>(M * lda)), B(static_cast<size_t>(rows * ldb)), C0(static_cast<size_t>(M * ldc));
+  std::vector<float> A(static_cast<size_t>(M * lda)), B(static_cast<size_t>(rows * ldb)),
+      C0(static_cast<size_t>(M * ldc));
   for (float& x : A) x = normal(rng);
   for (float& x : B) x = normal(rng);
   for (float& x : C0) x = normal(rng);
@@ -80,7 +81,8 @@ TEST_P(GemmF32, PackedMatchesReference) {
     const bool per_row = beta < 0.0f;
     std::vector<float> fast = C0, slow = C0;
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) slow[static_cast<size_t>(i * ldc + j)] *= per_row ? row_beta[static_cast<size_t>(i)] : beta;
+      for (int64_t j = 0; j < N; ++j)
+        slow[static_cast<size_t>(i * ldc + j)] *= per_row ? row_beta[static_cast<size_t>(i)] : beta;
     gemm_f32_packed(M, N, K, A.data(), lda, packed.data(), rows, fast.data(), ldc, beta,
                     per_row ? row_beta.data() : nullptr);
     ref::gemm_f32(M, N, K, A.data(), lda, B.data(), ldb, slow.data(), ldc, /*accumulate=*/true);
