@@ -10,9 +10,14 @@
 //   BM_GdnDecodeState: only the state update of that token (48 heads of 128 x 128 f32).
 //   BM_GemmF32Chunk: the chunk's GEMM shapes alone, B packed on every call (gemm_f32);
 //   BM_GemmF32Packed: the same with B packed once (as the chunk holds its state and v_new).
+//   BM_FmaPeak: the core's f32 FMA ceiling (12 register-resident 256-bit FMA chains).
 //
 //   zen_gdn_bench --benchmark_filter=Gdn
 #include <benchmark/benchmark.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <cmath>
 #include <random>
@@ -234,6 +239,31 @@ BENCHMARK(BM_GemmF32Packed)
     ->Args({128, 128, 128})
     ->Args({128, 128, 64})
     ->UseRealTime();
+
+#if defined(__x86_64__)
+// The core's f32 FMA ceiling for the GEMM numbers above: 12 independent 256-bit FMA chains in
+// registers (distinct starting values, so the compiler cannot merge them).
+__attribute__((target("avx2,fma"))) void BM_FmaPeak(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    state.SkipWithError("no AVX2/FMA");
+    return;
+  }
+  constexpr int64_t kSteps = 1 << 20;
+  const __m256 b = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-7f);
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(0.1f * static_cast<float>(i + 1));
+  for (auto _ : state) {
+    for (int64_t s = 0; s < kSteps; ++s) {
+#pragma GCC unroll 12
+      for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], b, c);
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.counters["GFMA/s"] = benchmark::Counter(static_cast<double>(kSteps * 12 * 8) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_FmaPeak)->UseRealTime();
+#endif
 
 }  // namespace
 }  // namespace zen
