@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/kernels_test_util.h"
+
 namespace zen {
 namespace {
 
@@ -78,6 +80,21 @@ TEST_P(GdnDeltaRule, ChunkedAgreesWithRecurrent) {
   std::vector<float> out_r(static_cast<size_t>(c.n * c.dv)), out_c(out_r.size());
   gdn::recurrent(data.inputs(out_r.data()), c.n, c.dk, c.dv, state_r.data());
   gdn::chunked(data.inputs(out_c.data()), c.n, c.pos0, c.dk, c.dv, state_c.data(), scratch.data());
+  EXPECT_LE(max_diff(out_r, out_c), 2e-5f * std::max(1.0f, max_abs(out_r)));
+  EXPECT_LE(max_diff(state_r, state_c), 2e-5f * std::max(1.0f, max_abs(state_r)));
+}
+
+// The same on the scalar kernels (hosts without AVX2): the packed GEMM and the triangular
+// inverse's reference paths.
+TEST(GdnDeltaRuleScalar, ChunkedAgreesWithRecurrent) {
+  const kernels::testing::ScalarOnly scalar;
+  const int64_t n = 150, pos0 = 37, dk = 16, dv = 24;
+  const HeadData data(n, dk, dv, 9);
+  std::vector<float> scratch(static_cast<size_t>(gdn::chunk_scratch_floats(dk, dv)));
+  std::vector<float> state_r = random_state(dk, dv, 4), state_c = state_r;
+  std::vector<float> out_r(static_cast<size_t>(n * dv)), out_c(out_r.size());
+  gdn::recurrent(data.inputs(out_r.data()), n, dk, dv, state_r.data());
+  gdn::chunked(data.inputs(out_c.data()), n, pos0, dk, dv, state_c.data(), scratch.data());
   EXPECT_LE(max_diff(out_r, out_c), 2e-5f * std::max(1.0f, max_abs(out_r)));
   EXPECT_LE(max_diff(state_r, state_c), 2e-5f * std::max(1.0f, max_abs(state_r)));
 }

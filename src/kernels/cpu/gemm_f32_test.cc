@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <array>
+#include <optional>
 #include <random>
 #include <vector>
+
+#include "kernels/cpu/kernels_test_util.h"
 
 namespace zen::kernels {
 namespace {
@@ -77,7 +81,10 @@ TEST_P(GemmF32, PackedMatchesReference) {
   pack_b_f32(rows, N, B.data(), ldb, packed.data());
   std::vector<float> row_beta(static_cast<size_t>(M));
   for (float& x : row_beta) x = normal(rng);
-  for (float beta : {0.0f, 1.0f, 0.75f, -1.0f}) {  // -1: the per-row scales
+  for (int variant = 0; variant < 8; ++variant) {  // beta 0, 1, 0.75, per-row; AVX2 then scalar
+    std::optional<testing::ScalarOnly> scalar;
+    if (variant >= 4) scalar.emplace();
+    const float beta = std::array{0.0f, 1.0f, 0.75f, -1.0f}[variant % 4];
     const bool per_row = beta < 0.0f;
     std::vector<float> fast = C0, slow = C0;
     for (int64_t i = 0; i < M; ++i)
@@ -121,7 +128,10 @@ TEST(GemmF32Pack, RoundTrip) {
 // (I - N) T = I for the inverse of I minus a strictly lower-triangular N (checked in double),
 // T is unit lower-triangular, and the padding columns are zero.
 TEST(UnitLowerInverse, InvertsIMinusN) {
-  for (int64_t n : {1, 2, 7, 16, 17, 33, 64}) {
+  for (int64_t signed_n : {1, 2, 7, 16, 17, 33, 64, -33}) {  // -33: 33 on the scalar path
+    std::optional<testing::ScalarOnly> scalar;
+    if (signed_n < 0) scalar.emplace();
+    const int64_t n = signed_n < 0 ? -signed_n : signed_n;
     const int64_t lda = 80;
     std::mt19937 rng(static_cast<uint32_t>(n));
     std::normal_distribution<float> normal(0.0f, 0.2f);
@@ -143,7 +153,11 @@ TEST(UnitLowerInverse, InvertsIMinusN) {
   }
 }
 
-TEST(GemmF32Elementwise, ScaleAxpbyMul) {
+class GemmF32Elementwise : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GemmF32Elementwise, ScaleAxpbyMul) {
+  std::optional<testing::ScalarOnly> scalar;
+  if (!GetParam()) scalar.emplace();
   const int64_t n = 21;  // vector body and scalar tail
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -156,6 +170,8 @@ TEST(GemmF32Elementwise, ScaleAxpbyMul) {
   axpby_f32(0.3f, x.data(), -2.0f, y.data(), n, out.data());
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(out[i], 0.3f * x[i] - 2.0f * y[i], 1e-6f);
 }
+
+INSTANTIATE_TEST_SUITE_P(SimdAndScalar, GemmF32Elementwise, ::testing::Bool());
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemmF32,
                          ::testing::Values(GemmCase{1, 1, 1}, GemmCase{4, 16, 8}, GemmCase{5, 17, 3},
