@@ -2,14 +2,22 @@
 // random weights:
 //   BM_GdnPrefillCore/form: the delta rule over 48 heads x T tokens, chunked (form 0) vs
 //     recurrent (form 1) - the part of prefill the two forms differ in (the projections are
-//     the same matmuls for both). Target: chunked >= 3x faster at T = 2048.
+//     the same matmuls for both). Target: chunked >= 3x faster at T = 2048. As gdn_forward
+//     does, the chunked form takes a key head's 3 value heads per call, the recurrent form
+//     one value head per call.
 //   BM_GdnDecodeLayer: one decode token through the whole layer (bf16 projections, conv, the
 //     recurrent state update, gated norm, out_proj): the per-token cost of a GDN layer.
 //   BM_GdnDecodeState: only the state update of that token (48 heads of 128 x 128 f32).
-//   BM_GemmF32Chunk: the chunk's GEMM shapes alone (the chunked form's ceiling).
+//   BM_GemmF32Chunk: the chunk's GEMM shapes alone, B packed on every call (gemm_f32);
+//   BM_GemmF32Packed: the same with B packed once (as the chunk holds its state and v_new).
+//   BM_FmaPeak: the core's f32 FMA ceiling (12 register-resident 256-bit FMA chains).
 //
 //   zen_gdn_bench --benchmark_filter=Gdn
 #include <benchmark/benchmark.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <cmath>
 #include <random>
@@ -81,17 +89,31 @@ void BM_GdnPrefillCore(benchmark::State& state) {
   CoreInputs in(s, T);
   const int64_t dk = s.k_head_dim, dv = s.v_head_dim, per_head = dk * dv;
   std::vector<float> states(static_cast<size_t>(s.num_v_heads * per_head));
-  const int64_t scratch_floats = gdn::chunk_scratch_floats(dk, dv);
+  // The chunked form takes a key head's r value heads together (as gdn_forward does).
+  const int64_t r = s.group();
+  const int64_t scratch_floats = gdn::chunk_scratch_floats(dk, dv, r);
   std::vector<float> scratch(static_cast<size_t>(pool.size() * scratch_floats));
   for (auto _ : state) {
     std::fill(states.begin(), states.end(), 0.0f);
-    pool.parallel_for(s.num_v_heads, [&](int64_t begin, int64_t end, int thread) {
-      for (int64_t h = begin; h < end; ++h) {
-        float* S = &states[static_cast<size_t>(h * per_head)];
-        if (recurrent) gdn::recurrent(in.head(h), T, dk, dv, S);
-        else gdn::chunked(in.head(h), T, 0, dk, dv, S, &scratch[static_cast<size_t>(thread * scratch_floats)]);
-      }
-    });
+    if (recurrent) {
+      pool.parallel_for(s.num_v_heads, [&](int64_t begin, int64_t end, int) {
+        for (int64_t h = begin; h < end; ++h)
+          gdn::recurrent(in.head(h), T, dk, dv, &states[static_cast<size_t>(h * per_head)]);
+      });
+    } else {
+      pool.parallel_for(s.num_k_heads, [&](int64_t begin, int64_t end, int thread) {
+        for (int64_t kh = begin; kh < end; ++kh) {
+          std::vector<gdn::HeadInputs> heads;
+          std::vector<float*> group_states;
+          for (int64_t h = kh * r; h < (kh + 1) * r; ++h) {
+            heads.push_back(in.head(h));
+            group_states.push_back(&states[static_cast<size_t>(h * per_head)]);
+          }
+          gdn::chunked(heads.data(), group_states.data(), r, T, 0, dk, dv,
+                       &scratch[static_cast<size_t>(thread * scratch_floats)]);
+        }
+      });
+    }
     benchmark::DoNotOptimize(in.out.data());
   }
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(T), benchmark::Counter::kIsIterationInvariantRate);
@@ -197,6 +219,51 @@ void BM_GemmF32Chunk(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_GemmF32Chunk)->ArgNames({"M", "N", "K"})->Args({64, 128, 128})->Args({128, 128, 64})->UseRealTime();
+
+// The same with B packed once outside the loop (as the chunk packs its state and v_new).
+void BM_GemmF32Packed(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  std::vector<float> A(static_cast<size_t>(M * K), 0.5f), B(static_cast<size_t>(K * N), 0.25f),
+      Bp(static_cast<size_t>(kernels::packed_b_floats(K, N))), C(static_cast<size_t>(M * N));
+  kernels::pack_b_f32(K, N, B.data(), N, Bp.data());
+  for (auto _ : state) {
+    kernels::gemm_f32_packed(M, N, K, A.data(), K, Bp.data(), K, C.data(), N, 1.0f);
+    benchmark::DoNotOptimize(C.data());
+  }
+  state.counters["GFMA/s"] = benchmark::Counter(static_cast<double>(M * N * K) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmF32Packed)
+    ->ArgNames({"M", "N", "K"})
+    ->Args({64, 128, 128})
+    ->Args({128, 128, 128})
+    ->Args({128, 128, 64})
+    ->UseRealTime();
+
+#if defined(__x86_64__)
+// The core's f32 FMA ceiling for the GEMM numbers above: 12 independent 256-bit FMA chains in
+// registers (distinct starting values, so the compiler cannot merge them).
+__attribute__((target("avx2,fma"))) void BM_FmaPeak(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    state.SkipWithError("no AVX2/FMA");
+    return;
+  }
+  constexpr int64_t kSteps = 1 << 20;
+  const __m256 b = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-7f);
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(0.1f * static_cast<float>(i + 1));
+  for (auto _ : state) {
+    for (int64_t s = 0; s < kSteps; ++s) {
+#pragma GCC unroll 12
+      for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], b, c);
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.counters["GFMA/s"] = benchmark::Counter(static_cast<double>(kSteps * 12 * 8) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_FmaPeak)->UseRealTime();
+#endif
 
 }  // namespace
 }  // namespace zen

@@ -33,113 +33,146 @@ void scale_inplace(float* y, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= a;
 }
 
-// Row block of the triangular products (a multiple of the GEMM tile's 16 columns).
+// Row block of the triangular products (a multiple of the GEMM panel's 16 columns).
 constexpr int64_t kTriBlock = 16;
 
-// Scratch of one chunk (L <= C = kGdnChunk tokens of one value head).
+// Scratch of one chunk step (L <= C = kGdnChunk tokens) of a group of value heads that share
+// one key head. Packed matrices are GEMM B operands (kernels::pack_b_f32's panels).
 struct ChunkScratch {
-  float* cum;  // [C] cumulative log decay inside the chunk
+  // Shared by the group: its q and k.
   float* X;    // [2C, Dk] q rows (0..L-1) then k rows (L..2L-1)
   float* Kt;   // [Dk, C] k^T
-  float* P;    // [2C, C] X k^T, then the decayed, masked QK (rows 0..L-1) and -A (rows L..)
-  float* Y;    // [C, Dv + Dk] [beta v | beta exp(cum) k], solved in place into [U | W]
-  float* Qd;   // [C, Dk] q_i exp(cum_i)
-  float* VN;   // [C, Dv] v_new = U - W S
-  float* KdT;  // [Dk, C] k_j^T exp(cum_last - cum_j)
+  float* Ktp;  // k^T packed ([Dk, 16] panels)
+  float* G;    // [2C, C] q k^T (rows 0..L-1) and k k^T (rows C..C+L-1), lower 16-blocks only
+  // Per value head, reused by the next one.
+  float* cum;    // [C] cumulative log decay inside the chunk
+  float* e;      // [C] exp(cum_i)
+  float* tail;   // [C] exp(cum_last - cum_j)
+  float* decay;  // [C] one row of exp(cum_i - cum_j)
+  float* betas;  // [C] beta_i
+  float* QK;     // [C, C] decayed causal q k^T
+  float* T;      // [C, C] -A (A = beta_i k_i k_j^T exp(cum_i - cum_j), j < i), then (I + A)^-1 diag(beta)
+  float* KE;     // [C, Dk] -exp(cum_i) k_i
+  float* Yp;     // v - exp(cum) k S, packed ([C, 16] panels)
+  float* VNp;    // v_new, packed
+  float* KdT;    // [Dk, C] k_j^T exp(cum_last - cum_j)
+  // Per value head for a whole call: the state, packed (panels of [Dk, 16]).
+  float* Sp;  // [heads, packed Dk x Dv]
+  int64_t state_floats;
+
   ChunkScratch(float* base, int64_t dk, int64_t dv) {
     const int64_t C = kGdnChunk;
-    cum = base;
-    X = cum + C;
-    Kt = X + 2 * C * dk;
-    P = Kt + dk * C;
-    Y = P + 2 * C * C;
-    Qd = Y + C * (dv + dk);
-    VN = Qd + C * dk;
-    KdT = VN + C * dv;
+    float* at = base;
+    auto take = [&](int64_t floats) {
+      float* p = at;
+      at += floats;
+      return p;
+    };
+    X = take(2 * C * dk);
+    Kt = take(dk * C);
+    Ktp = take(kernels::packed_b_floats(dk, C));
+    G = take(2 * C * C);
+    cum = take(C);
+    e = take(C);
+    tail = take(C);
+    decay = take(C);
+    betas = take(C);
+    QK = take(C * C);
+    T = take(C * C);
+    KE = take(C * dk);
+    Yp = take(kernels::packed_b_floats(C, dv));
+    VNp = take(kernels::packed_b_floats(C, dv));
+    KdT = take(dk * C);
+    state_floats = kernels::packed_b_floats(dk, dv);
+    Sp = at;
   }
-  static int64_t floats(int64_t dk, int64_t dv) {
+  static int64_t floats(int64_t dk, int64_t dv, int64_t heads) {
     const int64_t C = kGdnChunk;
-    return C + 2 * C * dk + dk * C + 2 * C * C + C * (dv + dk) + C * dk + C * dv + dk * C;
+    return 2 * C * dk + dk * C + kernels::packed_b_floats(dk, C) + 2 * C * C + 5 * C + 2 * C * C + C * dk +
+           2 * kernels::packed_b_floats(C, dv) + dk * C + heads * kernels::packed_b_floats(dk, dv);
   }
 };
 
-// One chunk of L tokens (rows of `in` starting at token t0) on state S [Dk, Dv], as HF's
-// torch_chunk_gated_delta_rule computes a chunk, with the products as small GEMMs.
-void run_chunk(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t dv, float* S, ChunkScratch& c) {
-  const int64_t C = kGdnChunk, ly = dv + dk;
+// Cp (panels of [c_rows, 16]) rows [row0, row0 + M) = A[M, K] Bp + beta Cp: all 16 lanes of
+// every panel are written (padding columns of Bp are zero, so they stay zero).
+void gemm_into_panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp, int64_t b_rows,
+                      float* Cp, int64_t c_rows, int64_t row0, float beta) {
+  const int64_t P = kernels::kGemmPanel;
+  for (int64_t j = 0; j < N; j += P)
+    kernels::gemm_f32_packed(M, P, K, A, lda, Bp + j * b_rows, b_rows, Cp + j * c_rows + row0 * P, P, beta);
+}
+
+// The group's q k^T and k k^T over the chunk's L tokens from t0: G's lower 16-row blocks.
+void chunk_products(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, ChunkScratch& c) {
+  const int64_t C = kGdnChunk;
   const auto row_bytes = static_cast<size_t>(dk) * sizeof(float);
-  float acc = 0.0f;
   for (int64_t i = 0; i < L; ++i) {
-    acc += in.g[(t0 + i) * in.ld_gb];
-    c.cum[i] = acc;
     const float* q = in.q + (t0 + i) * in.ld_qkv;
     const float* k = in.k + (t0 + i) * in.ld_qkv;
     std::memcpy(c.X + i * dk, q, row_bytes);
     std::memcpy(c.X + (L + i) * dk, k, row_bytes);
     for (int64_t d = 0; d < dk; ++d) c.Kt[d * C + i] = k[d];
   }
-  // [QK; KK] = [q; k] k^T by 16-row blocks up to the diagonal (the rest is masked), then the
-  // decay exp(cum_i - cum_j) and the causal masks; A gets beta_i.
-  for (int64_t b = 0; b < L; b += kTriBlock) {
+  kernels::pack_b_f32(dk, L, c.Kt, C, c.Ktp);
+  for (int64_t b = 0; b < L; b += kTriBlock) {  // blocks past the diagonal are masked anyway
     const int64_t rows = std::min(kTriBlock, L - b), cols = std::min(L, b + kTriBlock);
-    kernels::gemm_f32(rows, cols, dk, c.X + b * dk, dk, c.Kt, C, c.P + b * C, C, /*accumulate=*/false);
-    kernels::gemm_f32(rows, cols, dk, c.X + (L + b) * dk, dk, c.Kt, C, c.P + (L + b) * C, C, /*accumulate=*/false);
+    kernels::gemm_f32_packed(rows, cols, dk, c.X + b * dk, dk, c.Ktp, dk, c.G + b * C, C, 0.0f);
+    kernels::gemm_f32_packed(rows, cols, dk, c.X + (L + b) * dk, dk, c.Ktp, dk, c.G + (C + b) * C, C, 0.0f);
   }
-  float* decay = c.VN;  // free until v_new: one row of exp(cum_i - cum_j)
+}
+
+// One value head over the chunk (chunk_products done), on its packed state Sp [Dk, Dv], as HF's
+// torch_chunk_gated_delta_rule computes a chunk, regrouped so the state enters once and the
+// decays and beta ride in GEMM operands:
+//   v_new = (I + A)^-1 diag(beta) (v - exp(cum) k S)        (= U - W S)
+//   out   = exp(cum) q S + QK v_new
+//   S     = exp(cum_last) S + (k exp(cum_last - cum))^T v_new
+void chunk_head(const HeadInputs& in, int64_t t0, int64_t L, int64_t dk, int64_t dv, float* Sp, ChunkScratch& c) {
+  const int64_t C = kGdnChunk;
+  float acc = 0.0f;
   for (int64_t i = 0; i < L; ++i) {
-    float* qk = c.P + i * C;
-    float* a = c.P + (L + i) * C;  // stored negated: the solve below adds (-A) X
-    const float beta = in.beta[(t0 + i) * in.ld_gb];
-    for (int64_t j = 0; j <= i; ++j) decay[j] = c.cum[i] - c.cum[j];
-    kernels::exp_f32(decay, i + 1, decay);
-    for (int64_t j = 0; j <= i; ++j) {
-      qk[j] *= decay[j];
-      a[j] = j < i ? -(beta * a[j] * decay[j]) : 0.0f;
-    }
-    std::fill(qk + i + 1, qk + L, 0.0f);  // causal: the QK v_new product runs over all L
+    acc += in.g[(t0 + i) * in.ld_gb];
+    c.cum[i] = acc;
+    c.betas[i] = in.beta[(t0 + i) * in.ld_gb];
   }
-  // UT transform: [U | W] = (I + A)^-1 [beta v | beta exp(cum) k], by blocks of rows: the
-  // solved rows above a block enter as one GEMM, then forward substitution inside it.
+  const float last = c.cum[L - 1];
+  kernels::exp_f32(c.cum, L, c.e);
+  for (int64_t j = 0; j < L; ++j) c.tail[j] = last - c.cum[j];
+  kernels::exp_f32(c.tail, L, c.tail);
+  // The decay exp(cum_i - cum_j) and causal masks on q k^T and k k^T (the latter times -beta_i).
   for (int64_t i = 0; i < L; ++i) {
-    float* y = c.Y + i * ly;
-    const float beta = in.beta[(t0 + i) * in.ld_gb], wk = beta * std::exp(c.cum[i]);
-    const float* v = in.v + (t0 + i) * in.ld_qkv;
-    const float* k = in.k + (t0 + i) * in.ld_qkv;
-    for (int64_t d = 0; d < dv; ++d) y[d] = v[d] * beta;
-    for (int64_t d = 0; d < dk; ++d) y[dv + d] = k[d] * wk;
+    for (int64_t j = 0; j <= i; ++j) c.decay[j] = c.cum[i] - c.cum[j];
+    kernels::exp_f32(c.decay, i + 1, c.decay);
+    float* qk = c.QK + i * C;
+    float* a = c.T + i * C;
+    kernels::mul_f32(c.G + i * C, c.decay, i + 1, qk);
+    std::fill(qk + i + 1, qk + L, 0.0f);
+    kernels::mul_f32(c.G + (C + i) * C, c.decay, i, a);
+    kernels::scale_f32(-c.betas[i], a, i, a);
+  }
+  kernels::unit_lower_inverse_f32(L, c.T, C);
+  for (int64_t i = 0; i < L; ++i) kernels::mul_f32(c.T + i * C, c.betas, i + 1, c.T + i * C);
+  // Y = v - exp(cum) k S, in panels.
+  for (int64_t i = 0; i < L; ++i) kernels::scale_f32(-c.e[i], c.X + (L + i) * dk, dk, c.KE + i * dk);
+  kernels::pack_b_f32(L, dv, in.v + t0 * in.ld_qkv, in.ld_qkv, c.Yp);
+  gemm_into_panels(L, dv, dk, c.KE, dk, Sp, dk, c.Yp, L, 0, 1.0f);
+  // out = q S here; the exp(cum) row scale joins the QK v_new product below.
+  float* out = in.out + t0 * in.ld_out;
+  kernels::gemm_f32_packed(L, dv, dk, c.X, dk, Sp, dk, out, in.ld_out, 0.0f);
+  // v_new = T Y, and out = exp(cum) out + QK v_new: both lower-triangular, so each 16-row block
+  // stops at its diagonal block.
+  for (int64_t b = 0; b < L; b += kTriBlock) {
+    const int64_t rows = std::min(kTriBlock, L - b), depth = std::min(L, b + kTriBlock);
+    gemm_into_panels(rows, dv, depth, c.T + b * C, C, c.Yp, L, c.VNp, L, b, 0.0f);
   }
   for (int64_t b = 0; b < L; b += kTriBlock) {
-    const int64_t e = std::min(L, b + kTriBlock);
-    if (b > 0) kernels::gemm_f32(e - b, ly, b, c.P + (L + b) * C, C, c.Y, ly, c.Y + b * ly, ly, /*accumulate=*/true);
-    for (int64_t i = b; i < e; ++i) {
-      const float* a = c.P + (L + i) * C;
-      for (int64_t j = b; j < i; ++j) kernels::axpy_f32(a[j], c.Y + j * ly, c.Y + i * ly, ly);
-    }
-  }
-  // v_new = U - W S
-  kernels::gemm_f32(L, dv, dk, c.Y + dv, ly, S, dv, c.VN, dv, /*accumulate=*/false);
-  for (int64_t i = 0; i < L; ++i)
-    for (int64_t d = 0; d < dv; ++d) c.VN[i * dv + d] = c.Y[i * ly + d] - c.VN[i * dv + d];
-  // out = (q exp(cum)) S + QK v_new, written straight into the output rows.
-  for (int64_t i = 0; i < L; ++i) {
-    const float scale = std::exp(c.cum[i]);
-    for (int64_t d = 0; d < dk; ++d) c.Qd[i * dk + d] = c.X[i * dk + d] * scale;
-  }
-  float* out = in.out + t0 * in.ld_out;
-  kernels::gemm_f32(L, dv, dk, c.Qd, dk, S, dv, out, in.ld_out, /*accumulate=*/false);
-  for (int64_t b = 0; b < L; b += kTriBlock) {  // QK is lower-triangular: stop at the diagonal block
     const int64_t rows = std::min(kTriBlock, L - b), depth = std::min(L, b + kTriBlock);
-    kernels::gemm_f32(rows, dv, depth, c.P + b * C, C, c.VN, dv, out + b * in.ld_out, in.ld_out, /*accumulate=*/true);
+    kernels::gemm_f32_packed(rows, dv, depth, c.QK + b * C, C, c.VNp, L, out + b * in.ld_out, in.ld_out, 0.0f,
+                             c.e + b);
   }
   // S = exp(cum_last) S + (k exp(cum_last - cum))^T v_new
-  const float last = c.cum[L - 1];
-  for (int64_t j = 0; j < L; ++j) {
-    const float s = std::exp(last - c.cum[j]);
-    for (int64_t d = 0; d < dk; ++d) c.KdT[d * C + j] = c.Kt[d * C + j] * s;
-  }
-  const float total = std::exp(last);
-  for (int64_t i = 0; i < dk * dv; ++i) S[i] *= total;
-  kernels::gemm_f32(dk, dv, L, c.KdT, C, c.VN, dv, S, dv, /*accumulate=*/true);
+  for (int64_t d = 0; d < dk; ++d) kernels::mul_f32(c.Kt + d * C, c.tail, L, c.KdT + d * C);
+  gemm_into_panels(dk, dv, L, c.KdT, C, c.VNp, L, Sp, dk, 0, std::exp(last));
 }
 
 }  // namespace
@@ -211,10 +244,24 @@ void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* S
   }
 }
 
-int64_t chunk_scratch_floats(int64_t dk, int64_t dv) { return ChunkScratch::floats(dk, dv); }
+int64_t chunk_scratch_floats(int64_t dk, int64_t dv, int64_t heads) { return ChunkScratch::floats(dk, dv, heads); }
 
-void chunked(const HeadInputs& in, int64_t n, int64_t pos0, int64_t dk, int64_t dv, float* state, float* scratch) {
+void chunked(const HeadInputs* heads, float* const* states, int64_t count, int64_t n, int64_t pos0, int64_t dk,
+             int64_t dv, float* scratch) {
+  for (int64_t h = 1; h < count; ++h)
+    ZEN_CHECK(heads[h].q == heads[0].q && heads[h].k == heads[0].k && heads[h].ld_qkv == heads[0].ld_qkv,
+              "chunked: a group's heads must share q and k");
   ChunkScratch c(scratch, dk, dv);
+  bool packed = false;  // the states live in c.Sp while chunks run, row-major otherwise
+  auto set_packed = [&](bool want) {
+    if (packed == want) return;
+    for (int64_t h = 0; h < count; ++h) {
+      float* sp = c.Sp + h * c.state_floats;
+      if (want) kernels::pack_b_f32(dk, dv, states[h], dv, sp);
+      else kernels::unpack_b_f32(dk, dv, sp, states[h], dv);
+    }
+    packed = want;
+  };
   int64_t t = 0;
   while (t < n) {
     const int64_t pos = pos0 + t;
@@ -223,19 +270,29 @@ void chunked(const HeadInputs& in, int64_t n, int64_t pos0, int64_t dk, int64_t 
     if (L == 1) {
       // A one-token chunk takes the recurrent step, exactly as decode does: then a prefill
       // split at multiples of the chunk stays bit-identical even when a piece is one token.
-      HeadInputs one = in;
-      one.q += t * in.ld_qkv;
-      one.k += t * in.ld_qkv;
-      one.v += t * in.ld_qkv;
-      one.g += t * in.ld_gb;
-      one.beta += t * in.ld_gb;
-      one.out += t * in.ld_out;
-      recurrent(one, 1, dk, dv, state);
+      set_packed(false);
+      for (int64_t h = 0; h < count; ++h) {
+        HeadInputs one = heads[h];
+        one.q += t * one.ld_qkv;
+        one.k += t * one.ld_qkv;
+        one.v += t * one.ld_qkv;
+        one.g += t * one.ld_gb;
+        one.beta += t * one.ld_gb;
+        one.out += t * one.ld_out;
+        recurrent(one, 1, dk, dv, states[h]);
+      }
     } else {
-      run_chunk(in, t, L, dk, dv, state, c);
+      set_packed(true);
+      chunk_products(heads[0], t, L, dk, c);
+      for (int64_t h = 0; h < count; ++h) chunk_head(heads[h], t, L, dk, dv, c.Sp + h * c.state_floats, c);
     }
     t += L;
   }
+  set_packed(false);
+}
+
+void chunked(const HeadInputs& in, int64_t n, int64_t pos0, int64_t dk, int64_t dv, float* state, float* scratch) {
+  chunked(&in, &state, 1, n, pos0, dk, dv, scratch);
 }
 
 }  // namespace gdn
@@ -317,6 +374,15 @@ void unfuse(const GdnShape& s, int64_t n, GdnScratch& sc) {
   }
 }
 
+// Value heads per work item of the delta rule: a key head's whole group (the chunked form
+// computes their q k^T and k k^T once), unless single heads would keep more threads busy.
+constexpr int64_t kMaxGroup = 64;
+int64_t heads_per_item(int64_t seqs, int64_t key_heads, int64_t r, int64_t threads) {
+  if (r > kMaxGroup) return 1;
+  auto rounds = [&](int64_t items) { return (items + threads - 1) / threads; };
+  return rounds(seqs * key_heads) * r <= rounds(seqs * key_heads * r) ? r : 1;
+}
+
 }  // namespace
 
 void gdn_forward(const GdnWeights& w, const GdnShape& s, int64_t state_offset, const ForwardBatch& batch,
@@ -391,32 +457,43 @@ void gdn_forward(const GdnWeights& w, const GdnShape& s, int64_t state_offset, c
     }
   });
 
-  // 4. The delta rule, one (sequence, value head) per work item.
-  const int64_t scratch_floats = gdn::chunk_scratch_floats(Dk, Dv);
+  // 4. The delta rule, one (sequence, group of value heads sharing a key head) per work item.
+  const int64_t seq_count = static_cast<int64_t>(seqs);
+  const int64_t group = heads_per_item(seq_count, Hk, r, pool.size());
+  const int64_t groups = Hv / group;
+  const int64_t scratch_floats = gdn::chunk_scratch_floats(Dk, Dv, group);
   if (mode == GdnMode::Auto) grow(sc.chunk, static_cast<size_t>(pool.size() * scratch_floats));
-  const int64_t items = static_cast<int64_t>(seqs) * Hv;
   size_t max_history = 0;
   for (const SeqSlice& seq : batch.seqs) max_history = std::max(max_history, seq.state_history.size());
   grow(sc.history, static_cast<size_t>(pool.size()) * max_history);
-  pool.parallel_for(items, [&](int64_t begin, int64_t end, int thread) {
+  pool.parallel_for(seq_count * groups, [&](int64_t begin, int64_t end, int thread) {
     float** history = sc.history.data() + static_cast<size_t>(thread) * max_history;
+    gdn::HeadInputs heads[kMaxGroup];
+    float* states[kMaxGroup];
     for (int64_t item = begin; item < end; ++item) {
-      const auto i = static_cast<size_t>(item / Hv);
-      const int64_t h = item % Hv, kh = h / r;
+      const auto i = static_cast<size_t>(item / groups);
+      const int64_t h0 = item % groups * group, kh = h0 / r;
       const SeqSlice& seq = batch.seqs[i];
       const int64_t t0 = sc.seq_start[i], len = sc.seq_start[i + 1] - t0;
-      float* state = batch.states->slot(seq.state_slot) + state_offset + conv_floats + h * Dk * Dv;
+      float* slot_state = batch.states->slot(seq.state_slot) + state_offset + conv_floats;
       const float* row = &sc.conv[t0 * C];
-      const gdn::HeadInputs in{row + kh * Dk, row + KD + kh * Dk, row + 2 * KD + h * Dv, C,
-                               &sc.g[t0 * Hv + h], &sc.beta[t0 * Hv + h], Hv, &sc.core[t0 * VD + h * Dv], VD};
+      for (int64_t j = 0; j < group; ++j) {
+        const int64_t h = h0 + j;
+        heads[j] = {row + kh * Dk, row + KD + kh * Dk, row + 2 * KD + h * Dv, C,
+                    &sc.g[t0 * Hv + h], &sc.beta[t0 * Hv + h], Hv, &sc.core[t0 * VD + h * Dv], VD};
+        states[j] = slot_state + h * Dk * Dv;
+      }
       if (!seq.state_history.empty()) {
-        for (size_t t = 0; t < seq.state_history.size(); ++t)
-          history[t] = batch.states->slot(seq.state_history[t]) + state_offset + conv_floats + h * Dk * Dv;
-        gdn::recurrent(in, len, Dk, Dv, state, history);
+        for (int64_t j = 0; j < group; ++j) {
+          for (size_t t = 0; t < seq.state_history.size(); ++t)
+            history[t] = batch.states->slot(seq.state_history[t]) + state_offset + conv_floats + (h0 + j) * Dk * Dv;
+          gdn::recurrent(heads[j], len, Dk, Dv, states[j], history);
+        }
       } else if (mode == GdnMode::Recurrent || len == 1) {
-        gdn::recurrent(in, len, Dk, Dv, state);
+        for (int64_t j = 0; j < group; ++j) gdn::recurrent(heads[j], len, Dk, Dv, states[j]);
       } else {
-        gdn::chunked(in, len, seq.pos, Dk, Dv, state, &sc.chunk[static_cast<size_t>(thread * scratch_floats)]);
+        float* scratch = &sc.chunk[static_cast<size_t>(thread * scratch_floats)];
+        gdn::chunked(heads, states, group, len, seq.pos, Dk, Dv, scratch);
       }
     }
   });

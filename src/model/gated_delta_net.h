@@ -80,7 +80,12 @@ void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* s
 // multiples of kGdnChunk; a chunk of one token takes the recurrent step (as decode does).
 // scratch: chunk_scratch_floats(dk, dv) floats.
 void chunked(const HeadInputs& in, int64_t n, int64_t pos0, int64_t dk, int64_t dv, float* state, float* scratch);
-int64_t chunk_scratch_floats(int64_t dk, int64_t dv);
+// The same for `count` value heads that share their q and k (one key head's group): their
+// q k^T and k k^T are computed once per chunk. Each head's result is bit-identical to the
+// one-head call. states[h]: [Dk, Dv]; scratch: chunk_scratch_floats(dk, dv, count) floats.
+void chunked(const HeadInputs* heads, float* const* states, int64_t count, int64_t n, int64_t pos0, int64_t dk,
+             int64_t dv, float* scratch);
+int64_t chunk_scratch_floats(int64_t dk, int64_t dv, int64_t heads = 1);
 
 // out = x / sqrt(sum(x^2) + 1e-6) (HF/FLA l2norm), n entries; out may alias x.
 void l2norm(const float* x, int64_t n, float* out);

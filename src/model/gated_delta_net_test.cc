@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/kernels_test_util.h"
+
 namespace zen {
 namespace {
 
@@ -82,6 +84,21 @@ TEST_P(GdnDeltaRule, ChunkedAgreesWithRecurrent) {
   EXPECT_LE(max_diff(state_r, state_c), 2e-5f * std::max(1.0f, max_abs(state_r)));
 }
 
+// The same on the scalar kernels (hosts without AVX2): the packed GEMM and the triangular
+// inverse's reference paths.
+TEST(GdnDeltaRuleScalar, ChunkedAgreesWithRecurrent) {
+  const kernels::testing::ScalarOnly scalar;
+  const int64_t n = 150, pos0 = 37, dk = 16, dv = 24;
+  const HeadData data(n, dk, dv, 9);
+  std::vector<float> scratch(static_cast<size_t>(gdn::chunk_scratch_floats(dk, dv)));
+  std::vector<float> state_r = random_state(dk, dv, 4), state_c = state_r;
+  std::vector<float> out_r(static_cast<size_t>(n * dv)), out_c(out_r.size());
+  gdn::recurrent(data.inputs(out_r.data()), n, dk, dv, state_r.data());
+  gdn::chunked(data.inputs(out_c.data()), n, pos0, dk, dv, state_c.data(), scratch.data());
+  EXPECT_LE(max_diff(out_r, out_c), 2e-5f * std::max(1.0f, max_abs(out_r)));
+  EXPECT_LE(max_diff(state_r, state_c), 2e-5f * std::max(1.0f, max_abs(state_r)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, GdnDeltaRule,
                          ::testing::Values(DeltaRuleCase{150, 0, 16, 8},    // 64 + 64 + 22
                                            DeltaRuleCase{150, 37, 8, 16},   // 27 + 64 + 59
@@ -118,6 +135,36 @@ TEST(GdnDeltaRule, OneTokenPieceIsBitExact) {
   gdn::recurrent(data.inputs(out_split.data(), 128), 1, dk, dv, state_split.data());  // a decode step
   EXPECT_EQ(out_one, out_split);
   EXPECT_EQ(state_one, state_split);
+}
+
+// A group of value heads sharing q and k (as a key head's heads do) gives each head the bits
+// of its one-head call.
+TEST(GdnDeltaRule, GroupOfHeadsIsBitExactPerHead) {
+  const int64_t n = 150, pos0 = 37, dk = 16, dv = 24, count = 3;
+  std::vector<HeadData> data;
+  for (int64_t h = 0; h < count; ++h) data.emplace_back(n, dk, dv, static_cast<uint32_t>(20 + h));
+  std::vector<std::vector<float>> out_one(count, std::vector<float>(static_cast<size_t>(n * dv))),
+      out_group = out_one;
+  std::vector<std::vector<float>> state_one, state_group;
+  std::vector<gdn::HeadInputs> heads;
+  std::vector<float*> states;
+  for (int64_t h = 0; h < count; ++h) {
+    state_one.push_back(random_state(dk, dv, static_cast<uint32_t>(30 + h)));
+    state_group.push_back(state_one.back());
+  }
+  std::vector<float> scratch(static_cast<size_t>(gdn::chunk_scratch_floats(dk, dv, count)));
+  for (int64_t h = 0; h < count; ++h) {
+    gdn::HeadInputs in = data[static_cast<size_t>(h)].inputs(out_one[static_cast<size_t>(h)].data());
+    in.q = data[0].inputs(nullptr).q;  // the group's shared q and k
+    in.k = data[0].inputs(nullptr).k;
+    gdn::chunked(in, n, pos0, dk, dv, state_one[static_cast<size_t>(h)].data(), scratch.data());
+    in.out = out_group[static_cast<size_t>(h)].data();
+    heads.push_back(in);
+    states.push_back(state_group[static_cast<size_t>(h)].data());
+  }
+  gdn::chunked(heads.data(), states.data(), count, n, pos0, dk, dv, scratch.data());
+  EXPECT_EQ(out_one, out_group);
+  EXPECT_EQ(state_one, state_group);
 }
 
 TEST(GdnDeltaRule, RecurrentRecordsStateHistory) {
