@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
-#include <utility>
 
 #include "base/error.h"
 #include "kernels/cpu/fp_gemm.h"
@@ -171,9 +170,14 @@ struct Q4Q5Kernel {
     }
     if constexpr (kFiveBit) {
       const __m256i h = load256(g.qh), bit4 = _mm256_set1_epi8(0x10);
-      [&]<int... k>(std::integer_sequence<int, k...>) ZEN_TARGET_AVX2 {
-        ((w[k] = _mm256_or_si256(w[k], _mm256_and_si256(bit_to_bit4<k>(h), bit4))), ...);
-      }(std::make_integer_sequence<int, 8>{});
+      w[0] = _mm256_or_si256(w[0], _mm256_and_si256(bit_to_bit4<0>(h), bit4));
+      w[1] = _mm256_or_si256(w[1], _mm256_and_si256(bit_to_bit4<1>(h), bit4));
+      w[2] = _mm256_or_si256(w[2], _mm256_and_si256(bit_to_bit4<2>(h), bit4));
+      w[3] = _mm256_or_si256(w[3], _mm256_and_si256(bit_to_bit4<3>(h), bit4));
+      w[4] = _mm256_or_si256(w[4], _mm256_and_si256(bit_to_bit4<4>(h), bit4));
+      w[5] = _mm256_or_si256(w[5], _mm256_and_si256(bit_to_bit4<5>(h), bit4));
+      w[6] = _mm256_or_si256(w[6], _mm256_and_si256(bit_to_bit4<6>(h), bit4));
+      w[7] = _mm256_or_si256(w[7], _mm256_and_si256(bit_to_bit4<7>(h), bit4));
     }
   }
 
@@ -471,21 +475,27 @@ struct Q6_KKernel {
       prefetch_block(g, sizeof(*g));
       const int8_t* aq = act_block<ActQ8K>(act, 0, 0, i).qs;
       __m256i isum = _mm256_setzero_si256();
-  #pragma GCC unroll 1
-      for (int j = 0; j < 16; j += 2) {
-        const __m256i l0 = load256(g->ql + 32 * j), l1 = load256(g->ql + 32 * (j + 1));
-        const __m256i u0 = load256(g->ql + 32 * (j + 16)), u1 = load256(g->ql + 32 * (j + 17));
-        const __m256i h0 = load256(g->qh + 32 * j), h1 = load256(g->qh + 32 * (j + 1));
-        const int8_t* a = aq + 4 * j;
-        auto quarter = [&]<int m>() ZEN_TARGET_AVX2 {
-          const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q6_group<m>(l0, u0, h0), broadcast4(a + 64 * m)),
-                                               _mm256_maddubs_epi16(q6_group<m>(l1, u1, h1), broadcast4(a + 64 * m + 4)));
-          isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, row_scale_pairs_s8(g->sc[j / 4 + 4 * m])));
-        };
-        quarter.template operator()<0>();
-        quarter.template operator()<1>();
-        quarter.template operator()<2>();
-        quarter.template operator()<3>();
+#pragma GCC unroll 1
+      for (int j4 = 0; j4 < 4; ++j4) {
+        // The 4 sub-block scales that k-groups 4 * j4 .. 4 * j4 + 3 (+ 16m) use, made once.
+        const __m256i sc0 = row_scale_pairs_s8(g->sc[j4]), sc1 = row_scale_pairs_s8(g->sc[j4 + 4]);
+        const __m256i sc2 = row_scale_pairs_s8(g->sc[j4 + 8]), sc3 = row_scale_pairs_s8(g->sc[j4 + 12]);
+#pragma GCC unroll 2
+        for (int j = 4 * j4; j < 4 * j4 + 4; j += 2) {
+          const __m256i l0 = load256(g->ql + 32 * j), l1 = load256(g->ql + 32 * (j + 1));
+          const __m256i u0 = load256(g->ql + 32 * (j + 16)), u1 = load256(g->ql + 32 * (j + 17));
+          const __m256i h0 = load256(g->qh + 32 * j), h1 = load256(g->qh + 32 * (j + 1));
+          const int8_t* a = aq + 4 * j;
+          auto quarter = [&]<int m>(__m256i sc) ZEN_TARGET_AVX2 {
+            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q6_group<m>(l0, u0, h0), broadcast4(a + 64 * m)),
+                                                 _mm256_maddubs_epi16(q6_group<m>(l1, u1, h1), broadcast4(a + 64 * m + 4)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, sc));
+          };
+          quarter.template operator()<0>(sc0);
+          quarter.template operator()<1>(sc1);
+          quarter.template operator()<2>(sc2);
+          quarter.template operator()<3>(sc3);
+        }
       }
       finish(*g, act, 0, i, 1, &isum, &acc);
     }
