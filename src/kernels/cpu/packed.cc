@@ -641,7 +641,7 @@ void PackedMatrix::matmul_reference(const float* x, int64_t n_tokens, float* y) 
   }
 }
 
-void PackedMatrix::matmul(const float* x, int64_t n_tokens, float* y, ThreadPool& pool) const {
+void PackedMatrix::matmul(const float* x, int64_t n_tokens, float* y, [[maybe_unused]] ThreadPool& pool) const {
   if (n_tokens <= 0) return;
   if (!available()) return matmul_reference(x, n_tokens, y);
 #if ZEN_HAVE_X86_SIMD

@@ -355,7 +355,9 @@ DotKernels plain_kernels() {
   k.tokens[1] = plain_tile<E, 1, 2>;
   k.tokens[2] = plain_tile<E, 1, 3>;
   k.tokens[3] = plain_tile<E, 1, 4>;
-  k.rows2_tokens4 = plain_tile<E, 2, 4>;
+  k.block_rows = 2;
+  k.block_tokens = 4;
+  k.block = plain_tile<E, 2, 4>;
   return k;
 }
 
