@@ -6,7 +6,7 @@
 #
 # Needs Debian's g++-aarch64-linux-gnu, qemu-user and googletest (sources in
 # /usr/src/googletest). Without them it says so and exits 0, unless --install is given, which
-# apt-get installs them first (root). Extra arguments go to the test binary
+# apt-get installs them first (via sudo unless root). Extra arguments go to the test binary
 # (e.g. --gtest_filter='VecDot*').
 #   tools/test_aarch64.sh [--install] [gtest args...]
 set -euo pipefail
@@ -26,7 +26,9 @@ missing() {
 
 packages=$(missing | tr '\n' ' ')
 if [[ -n "$packages" && $install == 1 ]]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
+  sudo=""
+  [[ "$(id -u)" == 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $packages >/dev/null
   packages=$(missing | tr '\n' ' ')
 fi
 if [[ -n "$packages" ]]; then
