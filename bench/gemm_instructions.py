@@ -26,7 +26,7 @@ CASES = [  # dtype, n, k (the default model's shapes; see bench/kernels_bench.cc
 
 PACKED_CASES = [("Q5_0", 4864, 896), ("Q8_0", 4864, 896), ("Q4_0", 4864, 896), ("Q4_K", 896, 4864),
                 ("Q6_K", 896, 4864)]  # the shapes bench/kernels_bench.cc registers for Packed/
-DECODE_CASES = PACKED_CASES + [("NVFP4", 4864, 896)]  # bench/fpquant_bench.cc: Gemv/ and Packed/NVFP4
+DECODE_CASES = PACKED_CASES + [("NVFP4", 4864, 896), ("FP8", 4864, 896)]  # bench/fpquant_bench.cc
 
 
 def count(bench, dtype, n, k, tokens, tmp, packed=False):
@@ -50,8 +50,10 @@ def count_decode(bench, dtype, n, k, tmp, packed):
     weights L3-resident) or the packed kernels (inside packed_groups)."""
     if packed:
         name, region = f"Packed/{dtype}/n:{n}/k:{k}/threads:1/tokens:1/dram:1/", "*packed_groups*"
-    else:
-        name, region = f"Gemv/{dtype}/n:{n}/k:{k}/threads:1/simd:1/dram:0/", "*gemv_rows*"
+    else:  # FP8 has only the per-row (f32) path; its benchmark names end in the scale block
+        block = "block:0/" if dtype == "FP8" else ""
+        region = "*gemv_avx2*" if dtype in ("FP8", "NVFP4") else "*gemv_rows*"  # f32 paths: fp_gemm's gemv
+        name = f"Gemv/{dtype}/n:{n}/k:{k}/threads:1/simd:1/dram:0/{block}"
     out = os.path.join(tmp, "cg.out")
     run = subprocess.run(
         ["valgrind", "--tool=callgrind", f"--toggle-collect={region}", f"--callgrind-out-file={out}",
@@ -74,7 +76,7 @@ def main():
             print(f"{'case':28} {'per-row':>8} {'packed':>8}  (instructions per weight, one token)")
             for dtype, n, k in DECODE_CASES:
                 if args.filter in dtype:
-                    per = [count_decode(args.bench, dtype, n, k, tmp, p) for p in (False, True)]
+                    per = [count_decode(args.bench, dtype, n, k, tmp, p) for p in (False, True)[:1 if dtype == "FP8" else 2]]
                     print(f"{dtype} {n}x{k}".ljust(28) + "".join(f" {v:8.3f}" for v in per), flush=True)
         return
     with tempfile.TemporaryDirectory() as tmp:

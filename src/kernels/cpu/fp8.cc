@@ -124,6 +124,23 @@ ZEN_TARGET_AVX2 void gemv_rows(const Fp8Matrix& w, int64_t r0, const float* x, f
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     int64_t i = k0;
+    for (; i + 32 <= k1; i += 32) {
+      if constexpr (R == 4) {  // as below: the next rows, one line per row per step
+        _mm_prefetch(reinterpret_cast<const char*>(wr[0] + R * w.cols + R * i), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wr[0] + R * w.cols + R * i + 64), _MM_HINT_T0);
+      }
+      const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+      const __m256 x2 = _mm256_loadu_ps(x + i + 16), x3 = _mm256_loadu_ps(x + i + 24);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        __m256 w[4];
+        e4m3x32_scaled(wr[r] + i, w);
+        acc[r] = _mm256_fmadd_ps(w[0], x0, acc[r]);
+        acc[r] = _mm256_fmadd_ps(w[1], x1, acc[r]);
+        acc[r] = _mm256_fmadd_ps(w[2], x2, acc[r]);
+        acc[r] = _mm256_fmadd_ps(w[3], x3, acc[r]);
+      }
+    }
     for (; i + 16 <= k1; i += 16) {
       // The R rows are R short streams; fetch the next R rows (contiguous after these) one
       // line per step, which covers them exactly by the end of this pass.

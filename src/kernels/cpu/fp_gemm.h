@@ -59,6 +59,20 @@ ZEN_TARGET_AVX2 inline void e4m3x16_scaled(const uint8_t* p, __m256* lo, __m256*
   *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
   *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
+
+// 32 E4M3 bytes -> 4 x 8 floats (elements 0-7, 8-15, 16-23, 24-31) equal to the values times
+// 2^-8. Unpacking against zero puts each byte in the high half of a 16-bit lane directly; the
+// in-lane order of the 256-bit unpacks is undone by which 128-bit half each chunk comes from.
+ZEN_TARGET_AVX2 inline void e4m3x32_scaled(const uint8_t* p, __m256* w) {
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i keep = _mm256_set1_epi16(static_cast<short>(0xBFFF));
+  const __m256i lo = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpacklo_epi8(_mm256_setzero_si256(), b), 1), keep);
+  const __m256i hi = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpackhi_epi8(_mm256_setzero_si256(), b), 1), keep);
+  w[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(lo));       // elements 0-7
+  w[1] = _mm256_cvtph_ps(_mm256_castsi256_si128(hi));       // 8-15
+  w[2] = _mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1));  // 16-23
+  w[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1));  // 24-31
+}
 #endif
 
 }  // namespace zen::kernels
