@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/cpu/delta_rule.h"
 #include "kernels/cpu/gemm_f32.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -27,11 +28,6 @@ namespace gdn {
 namespace {
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
-// y[0..n) *= a
-void scale_inplace(float* y, float a, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] *= a;
-}
 
 // Row block of the triangular products (a multiple of the GEMM panel's 16 columns).
 constexpr int64_t kTriBlock = 16;
@@ -218,27 +214,8 @@ void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* S
   ZEN_CHECK(dv <= kMaxDv, "value head dim ", dv);
   float delta[kMaxDv];
   for (int64_t t = 0; t < n; ++t) {
-    const float* q = in.q + t * in.ld_qkv;
-    const float* k = in.k + t * in.ld_qkv;
-    const float* v = in.v + t * in.ld_qkv;
-    float* o = in.out + t * in.ld_out;
-    const float decay = std::exp(in.g[t * in.ld_gb]);
-    const float beta = in.beta[t * in.ld_gb];
-    // S *= decay; kv_mem = k^T S, accumulated in o
-    std::fill_n(o, dv, 0.0f);
-    for (int64_t kk = 0; kk < dk; ++kk) {
-      float* srow = S + kk * dv;
-      scale_inplace(srow, decay, dv);
-      kernels::axpy_f32(k[kk], srow, o, dv);
-    }
-    // S += k delta^T; out = q^T S (o is reused for the output, so delta moves aside).
-    for (int64_t d = 0; d < dv; ++d) delta[d] = (v[d] - o[d]) * beta;
-    std::fill_n(o, dv, 0.0f);
-    for (int64_t kk = 0; kk < dk; ++kk) {
-      float* srow = S + kk * dv;
-      kernels::axpy_f32(k[kk], delta, srow, dv);
-      kernels::axpy_f32(q[kk], srow, o, dv);
-    }
+    kernels::delta_rule_step_f32(S, dk, dv, in.q + t * in.ld_qkv, in.k + t * in.ld_qkv, in.v + t * in.ld_qkv,
+                                 std::exp(in.g[t * in.ld_gb]), in.beta[t * in.ld_gb], in.out + t * in.ld_out, delta);
     if (history != nullptr && history[t] != nullptr && history[t] != S)
       std::memcpy(history[t], S, static_cast<size_t>(dk * dv) * sizeof(float));
   }
