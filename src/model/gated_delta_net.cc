@@ -212,13 +212,31 @@ void conv1d_silu(const float* x, int64_t ldx, int64_t n, int64_t channels, int64
 void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* S, float* const* history) {
   constexpr int64_t kMaxDv = 4096;  // ModelConfig::validate bounds head dims by this
   ZEN_CHECK(dv <= kMaxDv, "value head dim ", dv);
-  float delta[kMaxDv];
-  for (int64_t t = 0; t < n; ++t) {
-    kernels::delta_rule_step_f32(S, dk, dv, in.q + t * in.ld_qkv, in.k + t * in.ld_qkv, in.v + t * in.ld_qkv,
-                                 std::exp(in.g[t * in.ld_gb]), in.beta[t * in.ld_gb], in.out + t * in.ld_out, delta);
-    if (history != nullptr && history[t] != nullptr && history[t] != S)
-      std::memcpy(history[t], S, static_cast<size_t>(dk * dv) * sizeof(float));
+  float deltas[2][kMaxDv];  // consecutive tokens' deltas: a token's update follows the next one's gather
+  auto token = [&](int64_t t) {
+    return kernels::DeltaRuleToken{in.q + t * in.ld_qkv, in.k + t * in.ld_qkv, in.v + t * in.ld_qkv,
+                                   std::exp(in.g[t * in.ld_gb]), in.beta[t * in.ld_gb], in.out + t * in.ld_out,
+                                   deltas[t & 1]};
+  };
+  if (n <= 0) return;
+  if (history != nullptr) {  // every token's state is recorded: no fusion across tokens
+    for (int64_t t = 0; t < n; ++t) {
+      kernels::delta_rule_step_f32(S, dk, dv, token(t));
+      if (history[t] != nullptr && history[t] != S)
+        std::memcpy(history[t], S, static_cast<size_t>(dk * dv) * sizeof(float));
+    }
+    return;
   }
+  // One pass over S per token: the update of token t - 1 runs with the gather of token t
+  // (bit-identical to token-by-token steps, see kernels/cpu/delta_rule.h).
+  kernels::DeltaRuleToken prev = token(0);
+  kernels::delta_rule_gather_f32(S, dk, dv, prev);
+  for (int64_t t = 1; t < n; ++t) {
+    const kernels::DeltaRuleToken next = token(t);
+    kernels::delta_rule_update_gather_f32(S, dk, dv, prev, next);
+    prev = next;
+  }
+  kernels::delta_rule_update_f32(S, dk, dv, prev);
 }
 
 int64_t chunk_scratch_floats(int64_t dk, int64_t dv, int64_t heads) { return ChunkScratch::floats(dk, dv, heads); }

@@ -6,28 +6,34 @@ namespace zen::kernels {
 
 namespace ref {
 
-void delta_rule_step_f32(float* S, int64_t dk, int64_t dv, const float* q, const float* k, const float* v, float decay,
-                         float beta, float* out, float* delta) {
-  // Pass 1: delta holds S^T k, out holds S^T q.
-  for (int64_t j = 0; j < dv; ++j) delta[j] = out[j] = 0.0f;
+void delta_rule_gather_f32(const float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
+  // delta holds S^T k and out holds S^T q until the last loop.
+  for (int64_t j = 0; j < dv; ++j) t.delta[j] = t.out[j] = 0.0f;
   float kq = 0.0f;
   for (int64_t i = 0; i < dk; ++i) {
     const float* row = S + i * dv;
     for (int64_t j = 0; j < dv; ++j) {
-      delta[j] += k[i] * row[j];
-      out[j] += q[i] * row[j];
+      t.delta[j] += t.k[i] * row[j];
+      t.out[j] += t.q[i] * row[j];
     }
-    kq += k[i] * q[i];
+    kq += t.k[i] * t.q[i];
   }
   for (int64_t j = 0; j < dv; ++j) {
-    delta[j] = beta * (v[j] - decay * delta[j]);
-    out[j] = kq * delta[j] + decay * out[j];
+    t.delta[j] = t.beta * (t.v[j] - t.decay * t.delta[j]);
+    t.out[j] = kq * t.delta[j] + t.decay * t.out[j];
   }
-  // Pass 2.
+}
+
+void delta_rule_update_f32(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
   for (int64_t i = 0; i < dk; ++i) {
     float* row = S + i * dv;
-    for (int64_t j = 0; j < dv; ++j) row[j] = row[j] * decay + k[i] * delta[j];
+    for (int64_t j = 0; j < dv; ++j) row[j] = row[j] * t.decay + t.k[i] * t.delta[j];
   }
+}
+
+void delta_rule_step_f32(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
+  ref::delta_rule_gather_f32(S, dk, dv, t);
+  ref::delta_rule_update_f32(S, dk, dv, t);
 }
 
 }  // namespace ref
@@ -35,36 +41,6 @@ void delta_rule_step_f32(float* S, int64_t dk, int64_t dv, const float* q, const
 namespace {
 
 #if ZEN_HAVE_X86_SIMD
-
-// Pass 1 for columns [j, j + 8 kVecs): S^T k and S^T q in 2 kVecs register accumulators
-// (kVecs 4: eight independent FMA chains, enough to cover the FMA latency), then delta and
-// out for those columns.
-template <int kVecs>
-ZEN_TARGET_AVX2 void pass1_block(const float* S, int64_t dk, int64_t dv, int64_t j, const float* q, const float* k,
-                                 const float* v, float decay, float beta, float kq, float* out, float* delta) {
-  __m256 kv[kVecs], qs[kVecs];
-#pragma GCC unroll 4
-  for (int c = 0; c < kVecs; ++c) kv[c] = qs[c] = _mm256_setzero_ps();
-  const float* col = S + j;
-  for (int64_t i = 0; i < dk; ++i) {
-    const __m256 kb = _mm256_broadcast_ss(k + i), qb = _mm256_broadcast_ss(q + i);
-    const float* row = col + i * dv;
-#pragma GCC unroll 4
-    for (int c = 0; c < kVecs; ++c) {
-      const __m256 s = _mm256_loadu_ps(row + 8 * c);
-      kv[c] = _mm256_fmadd_ps(kb, s, kv[c]);
-      qs[c] = _mm256_fmadd_ps(qb, s, qs[c]);
-    }
-  }
-  const __m256 vdecay = _mm256_set1_ps(decay), vbeta = _mm256_set1_ps(beta), vkq = _mm256_set1_ps(kq);
-#pragma GCC unroll 4
-  for (int c = 0; c < kVecs; ++c) {
-    const int64_t at = j + 8 * c;
-    const __m256 d = _mm256_mul_ps(vbeta, _mm256_fnmadd_ps(vdecay, kv[c], _mm256_loadu_ps(v + at)));
-    _mm256_storeu_ps(delta + at, d);
-    _mm256_storeu_ps(out + at, _mm256_fmadd_ps(vkq, d, _mm256_mul_ps(vdecay, qs[c])));
-  }
-}
 
 ZEN_TARGET_AVX2 float dot_avx2(const float* a, const float* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
@@ -75,35 +51,120 @@ ZEN_TARGET_AVX2 float dot_avx2(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-ZEN_TARGET_AVX2 void delta_rule_step_avx2(float* S, int64_t dk, int64_t dv, const float* q, const float* k,
-                                          const float* v, float decay, float beta, float* out, float* delta) {
-  const float kq = dot_avx2(k, q, dk);
-  // Pass 1 by column blocks of 32, then 8, then single columns (the same FMA sequence per
-  // column in each).
+// delta and out of columns [j, j + 8 kVecs) from their S^T k and S^T q sums.
+template <int kVecs>
+ZEN_TARGET_AVX2 void finish_columns(const __m256* kv, const __m256* qs, int64_t j, float kq, const DeltaRuleToken& t) {
+  const __m256 vdecay = _mm256_set1_ps(t.decay), vbeta = _mm256_set1_ps(t.beta), vkq = _mm256_set1_ps(kq);
+#pragma GCC unroll 4
+  for (int c = 0; c < kVecs; ++c) {
+    const int64_t at = j + 8 * c;
+    const __m256 d = _mm256_mul_ps(vbeta, _mm256_fnmadd_ps(vdecay, kv[c], _mm256_loadu_ps(t.v + at)));
+    _mm256_storeu_ps(t.delta + at, d);
+    _mm256_storeu_ps(t.out + at, _mm256_fmadd_ps(vkq, d, _mm256_mul_ps(vdecay, qs[c])));
+  }
+}
+
+// The same for one column past the vector blocks, with the same operations.
+ZEN_TARGET_AVX2 void finish_column(float kv, float qs, int64_t j, float kq, const DeltaRuleToken& t) {
+  t.delta[j] = t.beta * __builtin_fmaf(-t.decay, kv, t.v[j]);
+  t.out[j] = __builtin_fmaf(kq, t.delta[j], t.decay * qs);
+}
+
+// Gather for columns [j, j + 8 kVecs): S^T k and S^T q in 2 kVecs register accumulators
+// (kVecs 4: eight independent FMA chains, enough to cover the FMA latency).
+template <int kVecs>
+ZEN_TARGET_AVX2 void gather_block(const float* S, int64_t dk, int64_t dv, int64_t j, float kq, const DeltaRuleToken& t) {
+  __m256 kv[kVecs], qs[kVecs];
+#pragma GCC unroll 4
+  for (int c = 0; c < kVecs; ++c) kv[c] = qs[c] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < dk; ++i) {
+    const __m256 kb = _mm256_broadcast_ss(t.k + i), qb = _mm256_broadcast_ss(t.q + i);
+    const float* row = S + i * dv + j;
+#pragma GCC unroll 4
+    for (int c = 0; c < kVecs; ++c) {
+      const __m256 s = _mm256_loadu_ps(row + 8 * c);
+      kv[c] = _mm256_fmadd_ps(kb, s, kv[c]);
+      qs[c] = _mm256_fmadd_ps(qb, s, qs[c]);
+    }
+  }
+  finish_columns<kVecs>(kv, qs, j, kq, t);
+}
+
+// Update with prev, then gather next, for columns [j, j + 8 kVecs): each new S element is
+// stored and fed to the next token's sums while in a register. kVecs 2 keeps prev's delta,
+// four accumulators and the broadcasts in the 16 registers.
+template <int kVecs>
+ZEN_TARGET_AVX2 void update_gather_block(float* S, int64_t dk, int64_t dv, int64_t j, const DeltaRuleToken& prev,
+                                         float kq, const DeltaRuleToken& next) {
+  const __m256 vdecay = _mm256_set1_ps(prev.decay);
+  __m256 delta[kVecs], kv[kVecs], qs[kVecs];
+#pragma GCC unroll 4
+  for (int c = 0; c < kVecs; ++c) {
+    delta[c] = _mm256_loadu_ps(prev.delta + j + 8 * c);
+    kv[c] = qs[c] = _mm256_setzero_ps();
+  }
+  const float *k_prev = prev.k, *k_next = next.k, *q_next = next.q;  // in registers across the stores
+  for (int64_t i = 0; i < dk; ++i) {
+    const __m256 kp = _mm256_broadcast_ss(k_prev + i);
+    const __m256 kb = _mm256_broadcast_ss(k_next + i), qb = _mm256_broadcast_ss(q_next + i);
+    float* row = S + i * dv + j;
+#pragma GCC unroll 4
+    for (int c = 0; c < kVecs; ++c) {
+      const __m256 s = _mm256_fmadd_ps(_mm256_loadu_ps(row + 8 * c), vdecay, _mm256_mul_ps(kp, delta[c]));
+      _mm256_storeu_ps(row + 8 * c, s);
+      kv[c] = _mm256_fmadd_ps(kb, s, kv[c]);
+      qs[c] = _mm256_fmadd_ps(qb, s, qs[c]);
+    }
+  }
+  finish_columns<kVecs>(kv, qs, j, kq, next);
+}
+
+ZEN_TARGET_AVX2 void gather_avx2(const float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
+  const float kq = dot_avx2(t.k, t.q, dk);
   int64_t j = 0;
-  for (; j + 32 <= dv; j += 32) pass1_block<4>(S, dk, dv, j, q, k, v, decay, beta, kq, out, delta);
-  for (; j + 8 <= dv; j += 8) pass1_block<1>(S, dk, dv, j, q, k, v, decay, beta, kq, out, delta);
+  for (; j + 32 <= dv; j += 32) gather_block<4>(S, dk, dv, j, kq, t);
+  for (; j + 8 <= dv; j += 8) gather_block<1>(S, dk, dv, j, kq, t);
   for (; j < dv; ++j) {
     float kv = 0.0f, qs = 0.0f;
     for (int64_t i = 0; i < dk; ++i) {
-      kv = __builtin_fmaf(k[i], S[i * dv + j], kv);
-      qs = __builtin_fmaf(q[i], S[i * dv + j], qs);
+      kv = __builtin_fmaf(t.k[i], S[i * dv + j], kv);
+      qs = __builtin_fmaf(t.q[i], S[i * dv + j], qs);
     }
-    delta[j] = beta * __builtin_fmaf(-decay, kv, v[j]);
-    out[j] = __builtin_fmaf(kq, delta[j], decay * qs);
+    finish_column(kv, qs, j, kq, t);
   }
-  // Pass 2, last row first: pass 1 ended on the last rows, so they are the ones still in L1
-  // when the state is larger than L1 (128 x 128: 64 KB, half of it stays).
-  const __m256 vdecay = _mm256_set1_ps(decay);
+}
+
+// Last row first: a gather ends on the last rows, so they are the ones still in L1 when S is
+// larger than L1 (128 x 128: 64 KB, half of it stays).
+ZEN_TARGET_AVX2 void update_avx2(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
+  const __m256 vdecay = _mm256_set1_ps(t.decay);
   for (int64_t i = dk - 1; i >= 0; --i) {
     float* row = S + i * dv;
-    const __m256 kb = _mm256_broadcast_ss(k + i);
+    const __m256 kb = _mm256_broadcast_ss(t.k + i);
     int64_t c = 0;
 #pragma GCC unroll 4
     for (; c + 8 <= dv; c += 8)
       _mm256_storeu_ps(row + c, _mm256_fmadd_ps(_mm256_loadu_ps(row + c), vdecay,
-                                                _mm256_mul_ps(kb, _mm256_loadu_ps(delta + c))));
-    for (; c < dv; ++c) row[c] = __builtin_fmaf(row[c], decay, k[i] * delta[c]);
+                                                _mm256_mul_ps(kb, _mm256_loadu_ps(t.delta + c))));
+    for (; c < dv; ++c) row[c] = __builtin_fmaf(row[c], t.decay, t.k[i] * t.delta[c]);
+  }
+}
+
+ZEN_TARGET_AVX2 void update_gather_avx2(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& prev,
+                                        const DeltaRuleToken& next) {
+  const float kq = dot_avx2(next.k, next.q, dk);
+  int64_t j = 0;
+  for (; j + 16 <= dv; j += 16) update_gather_block<2>(S, dk, dv, j, prev, kq, next);
+  for (; j + 8 <= dv; j += 8) update_gather_block<1>(S, dk, dv, j, prev, kq, next);
+  for (; j < dv; ++j) {
+    float kv = 0.0f, qs = 0.0f;
+    for (int64_t i = 0; i < dk; ++i) {
+      float& s = S[i * dv + j];
+      s = __builtin_fmaf(s, prev.decay, prev.k[i] * prev.delta[j]);
+      kv = __builtin_fmaf(next.k[i], s, kv);
+      qs = __builtin_fmaf(next.q[i], s, qs);
+    }
+    finish_column(kv, qs, j, kq, next);
   }
 }
 
@@ -111,12 +172,32 @@ ZEN_TARGET_AVX2 void delta_rule_step_avx2(float* S, int64_t dk, int64_t dv, cons
 
 }  // namespace
 
-void delta_rule_step_f32(float* S, int64_t dk, int64_t dv, const float* q, const float* k, const float* v, float decay,
-                         float beta, float* out, float* delta) {
+void delta_rule_gather_f32(const float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
 #if ZEN_HAVE_X86_SIMD
-  if (use_avx2()) return delta_rule_step_avx2(S, dk, dv, q, k, v, decay, beta, out, delta);
+  if (use_avx2()) return gather_avx2(S, dk, dv, t);
 #endif
-  ref::delta_rule_step_f32(S, dk, dv, q, k, v, decay, beta, out, delta);
+  ref::delta_rule_gather_f32(S, dk, dv, t);
+}
+
+void delta_rule_update_f32(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
+#if ZEN_HAVE_X86_SIMD
+  if (use_avx2()) return update_avx2(S, dk, dv, t);
+#endif
+  ref::delta_rule_update_f32(S, dk, dv, t);
+}
+
+void delta_rule_update_gather_f32(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& prev,
+                                  const DeltaRuleToken& next) {
+#if ZEN_HAVE_X86_SIMD
+  if (use_avx2()) return update_gather_avx2(S, dk, dv, prev, next);
+#endif
+  ref::delta_rule_update_f32(S, dk, dv, prev);
+  ref::delta_rule_gather_f32(S, dk, dv, next);
+}
+
+void delta_rule_step_f32(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
+  delta_rule_gather_f32(S, dk, dv, t);
+  delta_rule_update_f32(S, dk, dv, t);
 }
 
 }  // namespace zen::kernels

@@ -1,6 +1,7 @@
-// The fused delta-rule step: the dispatched (AVX2) path against the scalar reference on odd
-// shapes (column blocks of 32 and 8 and single columns), and both against transformers'
-// four-step recurrence (decay, S^T k, rank-1 update, S^T q) evaluated in double.
+// The delta-rule step kernels: the dispatched (AVX2) path against the scalar reference on odd
+// shapes (column blocks of 32, 16 and 8 and single columns), fused runs against steps (bit
+// for bit), and all against transformers' four-step recurrence (decay, S^T k, rank-1
+// update, S^T q) evaluated in double.
 #include "kernels/cpu/delta_rule.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <cmath>
 #include <random>
 #include <vector>
+
+#include "kernels/cpu/kernels_test_util.h"
 
 namespace zen::kernels {
 namespace {
@@ -51,16 +54,28 @@ struct StepInputs {
   }
 };
 
-using StepFn = void (*)(float*, int64_t, int64_t, const float*, const float*, const float*, float, float, float*,
-                        float*);
+enum class Form { Steps, Fused, Reference };
 
-// Runs `tokens` steps; returns the outputs [tokens, dv] followed by the final state.
-std::vector<float> run(StepFn step, const StepInputs& in) {
-  std::vector<float> S = in.state, out(static_cast<size_t>(in.tokens * in.dv)), delta(static_cast<size_t>(in.dv));
-  for (int64_t t = 0; t < in.tokens; ++t)
-    step(S.data(), in.dk, in.dv, &in.q[static_cast<size_t>(t * in.dk)], &in.k[static_cast<size_t>(t * in.dk)],
-         &in.v[static_cast<size_t>(t * in.dv)], in.decay[static_cast<size_t>(t)], in.beta[static_cast<size_t>(t)],
-         &out[static_cast<size_t>(t * in.dv)], delta.data());
+// Runs the tokens one step at a time, fused (each update with the next gather) or on the
+// scalar reference; returns the outputs [tokens, dv] followed by the final state.
+std::vector<float> run(Form form, const StepInputs& in) {
+  std::vector<float> S = in.state, out(static_cast<size_t>(in.tokens * in.dv));
+  std::vector<float> deltas(static_cast<size_t>(2 * in.dv));
+  auto token = [&](int64_t t) {
+    const auto at = static_cast<size_t>(t);
+    return DeltaRuleToken{&in.q[at * in.dk], &in.k[at * in.dk], &in.v[at * in.dv], in.decay[at], in.beta[at],
+                          &out[at * in.dv], &deltas[at % 2 * in.dv]};
+  };
+  if (form == Form::Fused) {
+    delta_rule_gather_f32(S.data(), in.dk, in.dv, token(0));
+    for (int64_t t = 1; t < in.tokens; ++t) delta_rule_update_gather_f32(S.data(), in.dk, in.dv, token(t - 1), token(t));
+    delta_rule_update_f32(S.data(), in.dk, in.dv, token(in.tokens - 1));
+  } else {
+    for (int64_t t = 0; t < in.tokens; ++t) {
+      if (form == Form::Steps) delta_rule_step_f32(S.data(), in.dk, in.dv, token(t));
+      else ref::delta_rule_step_f32(S.data(), in.dk, in.dv, token(t));
+    }
+  }
   out.insert(out.end(), S.begin(), S.end());
   return out;
 }
@@ -99,28 +114,31 @@ class DeltaRuleStep : public ::testing::TestWithParam<StepCase> {};
 TEST_P(DeltaRuleStep, DispatchedMatchesReference) {
   const auto [dk, dv] = GetParam();
   const StepInputs in(dk, dv, 9, static_cast<uint32_t>(dk * 1000 + dv));
-  const std::vector<float> fast = run(&delta_rule_step_f32, in), slow = run(&ref::delta_rule_step_f32, in);
+  const std::vector<float> fast = run(Form::Steps, in), slow = run(Form::Reference, in);
   // Only the rounding of fused vs separate multiply-adds differs: a few ulp of the sums.
   const double tol = 2e-6 * std::max(1.0, max_abs(slow)) * std::sqrt(static_cast<double>(dk));
   for (size_t i = 0; i < fast.size(); ++i) ASSERT_NEAR(fast[i], slow[i], tol) << "at " << i;
+}
+
+// Fusing a token's update with the next token's gather changes no bit (a recurrent prefill
+// must equal the decode steps of the same tokens).
+TEST_P(DeltaRuleStep, FusedRunEqualsSteps) {
+  const auto [dk, dv] = GetParam();
+  const StepInputs in(dk, dv, 9, static_cast<uint32_t>(dk * 7 + dv));
+  EXPECT_EQ(run(Form::Fused, in), run(Form::Steps, in));
+  const testing::ScalarOnly scalar;
+  EXPECT_EQ(run(Form::Fused, in), run(Form::Reference, in));
 }
 
 TEST_P(DeltaRuleStep, MatchesTransformersRecurrence) {
   const auto [dk, dv] = GetParam();
   const StepInputs in(dk, dv, 9, static_cast<uint32_t>(dk * 31 + dv));
   const std::vector<double> expect = run_hf_double(in);
-  for (StepFn step : {&delta_rule_step_f32, &ref::delta_rule_step_f32}) {
-    const std::vector<float> got = run(step, in);
+  for (Form form : {Form::Steps, Form::Fused, Form::Reference}) {
+    const std::vector<float> got = run(form, in);
     const double tol = 1e-5 * std::max(1.0, max_abs(got));
     for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expect[i], tol) << "at " << i;
   }
-}
-
-// A step is a function of its inputs alone: the same call twice gives the same bits (decode
-// and a one-token prefill piece take this step and must agree exactly).
-TEST(DeltaRuleStepDeterminism, RepeatIsBitExact) {
-  const StepInputs in(40, 77, 5, 3);
-  EXPECT_EQ(run(&delta_rule_step_f32, in), run(&delta_rule_step_f32, in));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DeltaRuleStep,
