@@ -91,8 +91,8 @@ ZEN_TARGET_AVX2 void gather_block(const float* S, int64_t dk, int64_t dv, int64_
 }
 
 // Update with prev, then gather next, for columns [j, j + 8 kVecs): each new S element is
-// stored and fed to the next token's sums while in a register. kVecs 2 keeps prev's delta,
-// four accumulators and the broadcasts in the 16 registers.
+// stored and fed to the next token's sums while in a register. kVecs 3 keeps prev's delta,
+// six accumulators, the decay and three broadcasts in 13 of the 16 registers.
 template <int kVecs>
 ZEN_TARGET_AVX2 void update_gather_block(float* S, int64_t dk, int64_t dv, int64_t j, const DeltaRuleToken& prev,
                                          float kq, const DeltaRuleToken& next) {
@@ -153,9 +153,22 @@ ZEN_TARGET_AVX2 void update_avx2(float* S, int64_t dk, int64_t dv, const DeltaRu
 ZEN_TARGET_AVX2 void update_gather_avx2(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& prev,
                                         const DeltaRuleToken& next) {
   const float kq = dot_avx2(next.k, next.q, dk);
+  // Blocks of 3 vectors (6 accumulator chains, 15 registers), ending on blocks of 2 rather
+  // than on a block of 1 (2 chains: latency-bound): 128 = 4 x 24 + 2 x 16.
   int64_t j = 0;
-  for (; j + 16 <= dv; j += 16) update_gather_block<2>(S, dk, dv, j, prev, kq, next);
-  for (; j + 8 <= dv; j += 8) update_gather_block<1>(S, dk, dv, j, prev, kq, next);
+  while (dv - j >= 8) {
+    const int64_t vecs = (dv - j) / 8;
+    if (vecs >= 3 && vecs != 4) {
+      update_gather_block<3>(S, dk, dv, j, prev, kq, next);
+      j += 24;
+    } else if (vecs >= 2) {
+      update_gather_block<2>(S, dk, dv, j, prev, kq, next);
+      j += 16;
+    } else {
+      update_gather_block<1>(S, dk, dv, j, prev, kq, next);
+      j += 8;
+    }
+  }
   for (; j < dv; ++j) {
     float kv = 0.0f, qs = 0.0f;
     for (int64_t i = 0; i < dk; ++i) {
