@@ -337,8 +337,8 @@ GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s,
 
 namespace {
 
-template <typename T>
-void grow(std::vector<T>& v, size_t n) {
+template <typename Vector>
+void grow(Vector& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 

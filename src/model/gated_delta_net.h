@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned.h"
 #include "base/thread_pool.h"
 #include "io/checkpoint.h"
 #include "model/attention.h"
@@ -128,7 +129,7 @@ struct GdnScratch {
   std::vector<float> b, a;       // [n, Hv]
   std::vector<float> g, beta;    // [n, Hv]
   std::vector<float> core;       // [n, Hv*Dv] delta-rule output, then gated-normed
-  std::vector<float> chunk;      // [threads, chunk_scratch_floats]
+  AlignedVector<float> chunk;    // [threads, chunk_scratch_floats] (panels on cache lines)
   std::vector<int64_t> seq_start;  // [seqs + 1] first flat token of each sequence
   std::vector<float*> history;     // [threads, longest state_history] per-head history targets
 };
