@@ -4,10 +4,14 @@
 //     recurrent (form 1) - the part of prefill the two forms differ in (the projections are
 //     the same matmuls for both). Target: chunked >= 3x faster at T = 2048. As gdn_forward
 //     does, the chunked form takes a key head's 3 value heads per call, the recurrent form
-//     one value head per call.
+//     one value head per call. Work per head and token at D = Dk = Dv = 128: recurrent
+//     3 D^2 FMA + D^2 mul (65.5k lane ops); chunked (64-token chunks) about 3.9 D^2 FMA
+//     (63.5k: k S, q S, the state update, two triangular 64-token products, a third of the
+//     group's q k^T and k k^T), so the chunked form wins only by running its FMAs faster.
 //   BM_GdnDecodeLayer: one decode token through the whole layer (bf16 projections, conv, the
 //     recurrent state update, gated norm, out_proj): the per-token cost of a GDN layer.
-//   BM_GdnDecodeState: only the state update of that token (48 heads of 128 x 128 f32).
+//   BM_GdnDecodeState: only the state update of that token (48 heads of 128 x 128 f32);
+//     state_GB/s counts the state read and written once (the least traffic).
 //   BM_GdnDecodeStateAllLayers: the same, each call on the next of 48 layers' states (from DRAM).
 //   BM_GemmF32Chunk: the chunk's GEMM shapes alone, B packed on every call (gemm_f32);
 //   BM_GemmF32Packed: the same with B packed once (as the chunk holds its state and v_new).

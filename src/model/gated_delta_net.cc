@@ -227,16 +227,12 @@ void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* S
     }
     return;
   }
-  // One pass over S per token: the update of token t - 1 runs with the gather of token t
-  // (bit-identical to token-by-token steps, see kernels/cpu/delta_rule.h).
-  kernels::DeltaRuleToken prev = token(0);
-  kernels::delta_rule_gather_f32(S, dk, dv, prev);
-  for (int64_t t = 1; t < n; ++t) {
-    const kernels::DeltaRuleToken next = token(t);
-    kernels::delta_rule_update_gather_f32(S, dk, dv, prev, next);
-    prev = next;
-  }
-  kernels::delta_rule_update_f32(S, dk, dv, prev);
+  // All tokens at once: strip by strip of the state, one pass per token, each update fused
+  // with the next token's gather (bit-identical to one-token calls, see delta_rule.h).
+  thread_local std::vector<kernels::DeltaRuleToken> tokens;
+  tokens.resize(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) tokens[static_cast<size_t>(t)] = token(t);
+  kernels::delta_rule_run_f32(S, dk, dv, n, tokens.data());
 }
 
 int64_t chunk_scratch_floats(int64_t dk, int64_t dv, int64_t heads) { return ChunkScratch::floats(dk, dv, heads); }

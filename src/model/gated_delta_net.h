@@ -73,8 +73,10 @@ struct HeadInputs {
   int64_t ld_out;
 };
 
-// Token by token; state: [Dk, Dv]. When history is non-null, the state after token i is also
-// written to history[i] ([Dk, Dv] each).
+// Token by token (kernels/cpu/delta_rule.h); state: [Dk, Dv]. Without a history, each token's
+// state update is fused with the next token's S^T k, S^T q pass (one pass over the state per
+// token), bit-identical to n one-token calls. When history is non-null, the state after
+// token i is also written to history[i] ([Dk, Dv] each).
 void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* state, float* const* history = nullptr);
 
 // Chunked form; the tokens sit at absolute positions [pos0, pos0 + n) and chunks break at

@@ -54,10 +54,10 @@ struct StepInputs {
   }
 };
 
-enum class Form { Steps, Fused, Reference };
+enum class Form { Steps, Fused, Run, Reference };
 
-// Runs the tokens one step at a time, fused (each update with the next gather) or on the
-// scalar reference; returns the outputs [tokens, dv] followed by the final state.
+// Runs the tokens one step at a time, fused (each update with the next gather), as one run
+// (strip by strip) or on the scalar reference; returns the outputs [tokens, dv] followed by the final state.
 std::vector<float> run(Form form, const StepInputs& in) {
   std::vector<float> S = in.state, out(static_cast<size_t>(in.tokens * in.dv));
   std::vector<float> deltas(static_cast<size_t>(2 * in.dv));
@@ -66,7 +66,11 @@ std::vector<float> run(Form form, const StepInputs& in) {
     return DeltaRuleToken{&in.q[at * in.dk], &in.k[at * in.dk], &in.v[at * in.dv], in.decay[at], in.beta[at],
                           &out[at * in.dv], &deltas[at % 2 * in.dv]};
   };
-  if (form == Form::Fused) {
+  if (form == Form::Run) {
+    std::vector<DeltaRuleToken> tokens;
+    for (int64_t t = 0; t < in.tokens; ++t) tokens.push_back(token(t));
+    delta_rule_run_f32(S.data(), in.dk, in.dv, in.tokens, tokens.data());
+  } else if (form == Form::Fused) {
     delta_rule_gather_f32(S.data(), in.dk, in.dv, token(0));
     for (int64_t t = 1; t < in.tokens; ++t) delta_rule_update_gather_f32(S.data(), in.dk, in.dv, token(t - 1), token(t));
     delta_rule_update_f32(S.data(), in.dk, in.dv, token(in.tokens - 1));
@@ -120,21 +124,25 @@ TEST_P(DeltaRuleStep, DispatchedMatchesReference) {
   for (size_t i = 0; i < fast.size(); ++i) ASSERT_NEAR(fast[i], slow[i], tol) << "at " << i;
 }
 
-// Fusing a token's update with the next token's gather changes no bit (a recurrent prefill
-// must equal the decode steps of the same tokens).
+// Fusing a token's update with the next token's gather, or running all tokens strip by strip,
+// changes no bit (a recurrent prefill must equal the decode steps of the same tokens).
 TEST_P(DeltaRuleStep, FusedRunEqualsSteps) {
   const auto [dk, dv] = GetParam();
-  const StepInputs in(dk, dv, 9, static_cast<uint32_t>(dk * 7 + dv));
-  EXPECT_EQ(run(Form::Fused, in), run(Form::Steps, in));
+  const StepInputs in(dk, dv, 150, static_cast<uint32_t>(dk * 7 + dv));  // runs go 64 tokens a round
+  const std::vector<float> steps = run(Form::Steps, in);
+  EXPECT_EQ(run(Form::Fused, in), steps);
+  EXPECT_EQ(run(Form::Run, in), steps);
   const testing::ScalarOnly scalar;
-  EXPECT_EQ(run(Form::Fused, in), run(Form::Reference, in));
+  const std::vector<float> reference = run(Form::Reference, in);
+  EXPECT_EQ(run(Form::Fused, in), reference);
+  EXPECT_EQ(run(Form::Run, in), reference);
 }
 
 TEST_P(DeltaRuleStep, MatchesTransformersRecurrence) {
   const auto [dk, dv] = GetParam();
   const StepInputs in(dk, dv, 9, static_cast<uint32_t>(dk * 31 + dv));
   const std::vector<double> expect = run_hf_double(in);
-  for (Form form : {Form::Steps, Form::Fused, Form::Reference}) {
+  for (Form form : {Form::Steps, Form::Fused, Form::Run, Form::Reference}) {
     const std::vector<float> got = run(form, in);
     const double tol = 1e-5 * std::max(1.0, max_abs(got));
     for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expect[i], tol) << "at " << i;
