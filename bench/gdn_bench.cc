@@ -4,10 +4,15 @@
 //     recurrent (form 1) - the part of prefill the two forms differ in (the projections are
 //     the same matmuls for both). Target: chunked >= 3x faster at T = 2048. As gdn_forward
 //     does, the chunked form takes a key head's 3 value heads per call, the recurrent form
-//     one value head per call.
+//     one value head per call. Work per head and token at D = Dk = Dv = 128: recurrent
+//     3 D^2 FMA + D^2 mul (65.5k lane ops); chunked (64-token chunks) about 3.9 D^2 FMA
+//     (63.5k: k S, q S, the state update, two triangular 64-token products, a third of the
+//     group's q k^T and k k^T), so the chunked form wins only by running its FMAs faster.
 //   BM_GdnDecodeLayer: one decode token through the whole layer (bf16 projections, conv, the
 //     recurrent state update, gated norm, out_proj): the per-token cost of a GDN layer.
-//   BM_GdnDecodeState: only the state update of that token (48 heads of 128 x 128 f32).
+//   BM_GdnDecodeState: only the state update of that token (48 heads of 128 x 128 f32);
+//     state_GB/s counts the state read and written once (the least traffic).
+//   BM_GdnDecodeStateAllLayers: the same, each call on the next of 48 layers' states (from DRAM).
 //   BM_GemmF32Chunk: the chunk's GEMM shapes alone, B packed on every call (gemm_f32);
 //   BM_GemmF32Packed: the same with B packed once (as the chunk holds its state and v_new).
 //   BM_FmaPeak: the core's f32 FMA ceiling (12 register-resident 256-bit FMA chains).
@@ -23,6 +28,7 @@
 #include <random>
 #include <vector>
 
+#include "base/aligned.h"
 #include "base/numeric.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/gemm_f32.h"
@@ -47,6 +53,8 @@ ThreadPool& pool_of(int threads) {
   static ThreadPool one(1), two(2);
   return threads == 1 ? one : two;
 }
+
+// States and scratch are cache-line aligned, as the engine's StatePool and GdnScratch are.
 
 // Layer-layout inputs of the delta rule for T tokens: q k v rows [T, conv_dim] (q, k unit
 // norm, q scaled), g and beta [T, Hv].
@@ -88,11 +96,11 @@ void BM_GdnPrefillCore(benchmark::State& state) {
   ThreadPool& pool = pool_of(static_cast<int>(state.range(2)));
   CoreInputs in(s, T);
   const int64_t dk = s.k_head_dim, dv = s.v_head_dim, per_head = dk * dv;
-  std::vector<float> states(static_cast<size_t>(s.num_v_heads * per_head));
+  AlignedVector<float> states(static_cast<size_t>(s.num_v_heads * per_head));
   // The chunked form takes a key head's r value heads together (as gdn_forward does).
   const int64_t r = s.group();
   const int64_t scratch_floats = gdn::chunk_scratch_floats(dk, dv, r);
-  std::vector<float> scratch(static_cast<size_t>(pool.size() * scratch_floats));
+  AlignedVector<float> scratch(static_cast<size_t>(pool.size() * scratch_floats));
   for (auto _ : state) {
     std::fill(states.begin(), states.end(), 0.0f);
     if (recurrent) {
@@ -132,17 +140,40 @@ void BM_GdnDecodeState(benchmark::State& state) {
   ThreadPool& pool = pool_of(static_cast<int>(state.range(0)));
   CoreInputs in(s, 1);
   const int64_t dk = s.k_head_dim, dv = s.v_head_dim, per_head = dk * dv;
-  std::vector<float> states(static_cast<size_t>(s.num_v_heads * per_head), 0.01f);
+  AlignedVector<float> states(static_cast<size_t>(s.num_v_heads * per_head), 0.01f);
   for (auto _ : state) {
     pool.parallel_for(s.num_v_heads, [&](int64_t begin, int64_t end, int) {
       for (int64_t h = begin; h < end; ++h) gdn::recurrent(in.head(h), 1, dk, dv, &states[static_cast<size_t>(h * per_head)]);
     });
     benchmark::DoNotOptimize(in.out.data());
   }
-  state.counters["state_GB/s"] = benchmark::Counter(2.0 * 2.0 * static_cast<double>(states.size() * sizeof(float)),
+  state.counters["state_GB/s"] = benchmark::Counter(2.0 * static_cast<double>(states.size() * sizeof(float)),
                                                     benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_GdnDecodeState)->ArgNames({"threads"})->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The same token's state update with every layer's state in turn (48 layers x 3 MB, as a
+// Zen6 decode step walks them): each layer's state comes from DRAM, not from cache.
+void BM_GdnDecodeStateAllLayers(benchmark::State& state) {
+  const GdnShape s = zen6_shape();
+  ThreadPool& pool = pool_of(static_cast<int>(state.range(0)));
+  constexpr int64_t kLayers = 48;
+  CoreInputs in(s, 1);
+  const int64_t dk = s.k_head_dim, dv = s.v_head_dim, per_head = dk * dv, per_layer = s.num_v_heads * per_head;
+  AlignedVector<float> states(static_cast<size_t>(kLayers * per_layer), 0.01f);
+  int64_t layer = 0;
+  for (auto _ : state) {
+    float* layer_states = &states[static_cast<size_t>(layer * per_layer)];
+    pool.parallel_for(s.num_v_heads, [&](int64_t begin, int64_t end, int) {
+      for (int64_t h = begin; h < end; ++h) gdn::recurrent(in.head(h), 1, dk, dv, layer_states + h * per_head);
+    });
+    layer = (layer + 1) % kLayers;
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  state.counters["state_GB/s"] = benchmark::Counter(2.0 * static_cast<double>(per_layer * sizeof(float)),
+                                                    benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GdnDecodeStateAllLayers)->ArgNames({"threads"})->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // A bf16 matrix [rows, cols] of random values, bound as a plain Linear.
 struct RandomLinear {

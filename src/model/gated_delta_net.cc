@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/cpu/delta_rule.h"
 #include "kernels/cpu/gemm_f32.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
@@ -27,11 +28,6 @@ namespace gdn {
 namespace {
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
-// y[0..n) *= a
-void scale_inplace(float* y, float a, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] *= a;
-}
 
 // Row block of the triangular products (a multiple of the GEMM panel's 16 columns).
 constexpr int64_t kTriBlock = 16;
@@ -216,32 +212,27 @@ void conv1d_silu(const float* x, int64_t ldx, int64_t n, int64_t channels, int64
 void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* S, float* const* history) {
   constexpr int64_t kMaxDv = 4096;  // ModelConfig::validate bounds head dims by this
   ZEN_CHECK(dv <= kMaxDv, "value head dim ", dv);
-  float delta[kMaxDv];
-  for (int64_t t = 0; t < n; ++t) {
-    const float* q = in.q + t * in.ld_qkv;
-    const float* k = in.k + t * in.ld_qkv;
-    const float* v = in.v + t * in.ld_qkv;
-    float* o = in.out + t * in.ld_out;
-    const float decay = std::exp(in.g[t * in.ld_gb]);
-    const float beta = in.beta[t * in.ld_gb];
-    // S *= decay; kv_mem = k^T S, accumulated in o
-    std::fill_n(o, dv, 0.0f);
-    for (int64_t kk = 0; kk < dk; ++kk) {
-      float* srow = S + kk * dv;
-      scale_inplace(srow, decay, dv);
-      kernels::axpy_f32(k[kk], srow, o, dv);
+  float deltas[2][kMaxDv];  // consecutive tokens' deltas: a token's update follows the next one's gather
+  auto token = [&](int64_t t) {
+    return kernels::DeltaRuleToken{in.q + t * in.ld_qkv, in.k + t * in.ld_qkv, in.v + t * in.ld_qkv,
+                                   std::exp(in.g[t * in.ld_gb]), in.beta[t * in.ld_gb], in.out + t * in.ld_out,
+                                   deltas[t & 1]};
+  };
+  if (n <= 0) return;
+  if (history != nullptr) {  // every token's state is recorded: no fusion across tokens
+    for (int64_t t = 0; t < n; ++t) {
+      kernels::delta_rule_step_f32(S, dk, dv, token(t));
+      if (history[t] != nullptr && history[t] != S)
+        std::memcpy(history[t], S, static_cast<size_t>(dk * dv) * sizeof(float));
     }
-    // S += k delta^T; out = q^T S (o is reused for the output, so delta moves aside).
-    for (int64_t d = 0; d < dv; ++d) delta[d] = (v[d] - o[d]) * beta;
-    std::fill_n(o, dv, 0.0f);
-    for (int64_t kk = 0; kk < dk; ++kk) {
-      float* srow = S + kk * dv;
-      kernels::axpy_f32(k[kk], delta, srow, dv);
-      kernels::axpy_f32(q[kk], srow, o, dv);
-    }
-    if (history != nullptr && history[t] != nullptr && history[t] != S)
-      std::memcpy(history[t], S, static_cast<size_t>(dk * dv) * sizeof(float));
+    return;
   }
+  // All tokens at once: strip by strip of the state, one pass per token, each update fused
+  // with the next token's gather (bit-identical to one-token calls, see delta_rule.h).
+  thread_local std::vector<kernels::DeltaRuleToken> tokens;
+  tokens.resize(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) tokens[static_cast<size_t>(t)] = token(t);
+  kernels::delta_rule_run_f32(S, dk, dv, n, tokens.data());
 }
 
 int64_t chunk_scratch_floats(int64_t dk, int64_t dv, int64_t heads) { return ChunkScratch::floats(dk, dv, heads); }
@@ -342,8 +333,8 @@ GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s,
 
 namespace {
 
-template <typename T>
-void grow(std::vector<T>& v, size_t n) {
+template <typename Vector>
+void grow(Vector& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 

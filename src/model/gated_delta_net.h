@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned.h"
 #include "base/thread_pool.h"
 #include "io/checkpoint.h"
 #include "model/attention.h"
@@ -72,8 +73,10 @@ struct HeadInputs {
   int64_t ld_out;
 };
 
-// Token by token; state: [Dk, Dv]. When history is non-null, the state after token i is also
-// written to history[i] ([Dk, Dv] each).
+// Token by token (kernels/cpu/delta_rule.h); state: [Dk, Dv]. Without a history, each token's
+// state update is fused with the next token's S^T k, S^T q pass (one pass over the state per
+// token), bit-identical to n one-token calls. When history is non-null, the state after
+// token i is also written to history[i] ([Dk, Dv] each).
 void recurrent(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* state, float* const* history = nullptr);
 
 // Chunked form; the tokens sit at absolute positions [pos0, pos0 + n) and chunks break at
@@ -128,7 +131,7 @@ struct GdnScratch {
   std::vector<float> b, a;       // [n, Hv]
   std::vector<float> g, beta;    // [n, Hv]
   std::vector<float> core;       // [n, Hv*Dv] delta-rule output, then gated-normed
-  std::vector<float> chunk;      // [threads, chunk_scratch_floats]
+  AlignedVector<float> chunk;    // [threads, chunk_scratch_floats] (panels on cache lines)
   std::vector<int64_t> seq_start;  // [seqs + 1] first flat token of each sequence
   std::vector<float*> history;     // [threads, longest state_history] per-head history targets
 };

@@ -11,17 +11,19 @@ StatePool::StatePool(int64_t floats_per_slot, int64_t num_slots)
     : floats_per_slot_(floats_per_slot), num_slots_(num_slots) {
   if (floats_per_slot <= 0 || num_slots <= 0)
     fail("recurrent-state pool needs positive sizes, got ", num_slots, " slots of ", floats_per_slot, " floats");
-  data_.reset(new float[static_cast<size_t>(floats_per_slot * num_slots)]);
+  constexpr auto kLineFloats = static_cast<int64_t>(kCacheLine / sizeof(float));
+  stride_ = (floats_per_slot + kLineFloats - 1) / kLineFloats * kLineFloats;
+  data_ = make_aligned_floats(static_cast<size_t>(stride_ * num_slots));
 }
 
 float* StatePool::slot(int32_t i) {
   ZEN_CHECK(i >= 0 && i < num_slots_, "state slot ", i, " of ", num_slots_);
-  return &data_[static_cast<size_t>(i) * static_cast<size_t>(floats_per_slot_)];
+  return &data_[static_cast<size_t>(i) * static_cast<size_t>(stride_)];
 }
 
 const float* StatePool::slot(int32_t i) const {
   ZEN_CHECK(i >= 0 && i < num_slots_, "state slot ", i, " of ", num_slots_);
-  return &data_[static_cast<size_t>(i) * static_cast<size_t>(floats_per_slot_)];
+  return &data_[static_cast<size_t>(i) * static_cast<size_t>(stride_)];
 }
 
 void StatePool::zero(int32_t i) { std::fill_n(slot(i), floats_per_slot_, 0.0f); }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/aligned.h"
 #include "model/config.h"
 
 namespace zen {
@@ -25,9 +26,10 @@ class StatePool {
 
  private:
   int64_t floats_per_slot_, num_slots_;
+  int64_t stride_;  // floats from slot to slot: whole cache lines, so every slot starts on one
   // Uninitialised until a slot is zeroed or copied into: a large pool (a Zen6 state is ~150 MiB
-  // per sequence) commits memory only for the slots in use.
-  std::unique_ptr<float[]> data_;
+  // per sequence) commits memory only for the slots in use. Cache-line aligned.
+  AlignedFloats data_;
 };
 
 // f32 values per sequence a config's recurrent layers need (0 for models without them).
