@@ -14,7 +14,7 @@ The embedding and norms stay BF16 and the q/k/v biases F32; lm_head is the (tied
 quantized like the other projections (as llama.cpp quantizes the tied output of its Q4_K_M).
 
   .venv-tools/bin/python tools/make_nvfp4_from_gguf.py [--gguf models/default/model.gguf]
-        [--out models/bench/default-nvfp4]
+        [--out models/default-nvfp4]
 """
 import argparse
 import json
@@ -66,7 +66,7 @@ def config(reader):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gguf", default=str(ROOT / "models/default/model.gguf"))
-    ap.add_argument("--out", default=str(ROOT / "models/bench/default-nvfp4"))
+    ap.add_argument("--out", default=str(ROOT / "models/default-nvfp4"))
     args = ap.parse_args()
     from gguf import GGUFReader
     reader = GGUFReader(args.gguf)
