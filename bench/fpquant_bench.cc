@@ -145,7 +145,8 @@ void BM_PackedNvfp4(benchmark::State& state) {
 void gemm_args(benchmark::internal::Benchmark* b, bool with_block) {
   for (int threads : {1, 2})
     for (int64_t block : with_block ? std::vector<int64_t>{0, 128} : std::vector<int64_t>{0})
-      b->Args({3072, 1024, threads, 64, block});
+      for (const auto& [n, k] : {std::pair<int64_t, int64_t>{3072, 1024}, {2048, 6144}})  // 0.6B up, 1.7B down
+        b->Args({n, k, threads, 64, block});
   b->ArgNames({"n", "k", "threads", "tokens", "block"});
   b->UseRealTime();
 }
