@@ -29,11 +29,8 @@ PACKED_CASES = [("Q5_0", 4864, 896), ("Q8_0", 4864, 896), ("Q4_0", 4864, 896), (
 DECODE_CASES = PACKED_CASES + [("NVFP4", 4864, 896), ("FP8", 4864, 896)]  # bench/fpquant_bench.cc
 
 
-def count(bench, dtype, n, k, tokens, tmp, packed=False):
-    if packed:
-        name, region = f"Packed/{dtype}/n:{n}/k:{k}/threads:1/tokens:{tokens}/dram:0/", "*packed_groups*"
-    else:
-        name, region = f"Gemm/{dtype}/n:{n}/k:{k}/threads:1/simd:1/tokens:{tokens}/", "*gemm_rows*"
+def instructions_per_iteration(bench, name, region, tmp):
+    """Instructions callgrind counts inside `region` (a function glob) per iteration of benchmark `name`."""
     out = os.path.join(tmp, "cg.out")
     run = subprocess.run(
         ["valgrind", "--tool=callgrind", f"--toggle-collect={region}", f"--callgrind-out-file={out}",
@@ -42,7 +39,15 @@ def count(bench, dtype, n, k, tokens, tmp, packed=False):
     iterations = sum(b["iterations"] for b in json.loads(run.stdout)["benchmarks"])
     with open(out) as f:
         total = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
-    return total / (iterations * n * tokens)
+    return total / iterations
+
+
+def count(bench, dtype, n, k, tokens, tmp, packed=False):
+    if packed:
+        name, region = f"Packed/{dtype}/n:{n}/k:{k}/threads:1/tokens:{tokens}/dram:0/", "*packed_groups*"
+    else:
+        name, region = f"Gemm/{dtype}/n:{n}/k:{k}/threads:1/simd:1/tokens:{tokens}/", "*gemm_rows*"
+    return instructions_per_iteration(bench, name, region, tmp) / (n * tokens)
 
 
 def count_decode(bench, dtype, n, k, tmp, packed):
@@ -54,15 +59,7 @@ def count_decode(bench, dtype, n, k, tmp, packed):
         block = "block:0/" if dtype == "FP8" else ""
         region = "*gemv_avx2*" if dtype in ("FP8", "NVFP4") else "*gemv_rows*"  # f32 paths: fp_gemm's gemv
         name = f"Gemv/{dtype}/n:{n}/k:{k}/threads:1/simd:1/dram:0/{block}"
-    out = os.path.join(tmp, "cg.out")
-    run = subprocess.run(
-        ["valgrind", "--tool=callgrind", f"--toggle-collect={region}", f"--callgrind-out-file={out}",
-         bench, f"--benchmark_filter=^{re.escape(name)}", "--benchmark_min_time=0", "--benchmark_format=json"],
-        capture_output=True, text=True, check=True)
-    iterations = sum(b["iterations"] for b in json.loads(run.stdout)["benchmarks"])
-    with open(out) as f:
-        total = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
-    return total / (iterations * n * k)
+    return instructions_per_iteration(bench, name, region, tmp) / (n * k)
 
 
 def main():

@@ -483,6 +483,16 @@ def dir_bytes(folder):
     return sum(p.stat().st_size for p in pathlib.Path(folder).iterdir() if p.is_file())
 
 
+def write_folder_files(folder, config, algo, tokenizer_dir):
+    """config.json (with its quantization_config), hf_quant_config.json and the tokenizer files."""
+    hf_quant, qc = quant_configs(algo)
+    config = dict(config, quantization_config=qc)
+    for name, obj in (("config.json", config), ("hf_quant_config.json", hf_quant)):
+        (folder / name).write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(tokenizer_dir / name, folder / name)
+
+
 def write_modelopt_folder(master, out, which):
     """models/bench/qwen3-{size}-{nvfp4,fp8}/ from the BF16 master GGUF (see the top)."""
     from gguf import GGUFReader
@@ -503,13 +513,7 @@ def write_modelopt_folder(master, out, which):
         else:
             write_linear(writer, module, arr, algo)
     writer.close()
-    hf_quant, qc = quant_configs(algo)
-    config = master_config(reader)
-    config["quantization_config"] = qc
-    for name, obj in (("config.json", config), ("hf_quant_config.json", hf_quant)):
-        (tmp / name).write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(TOKENIZER_DIR / name, tmp / name)
+    write_folder_files(tmp, master_config(reader), algo, TOKENIZER_DIR)
     self_check(tmp / "model.safetensors", plan, algo)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)

@@ -17,7 +17,6 @@ quantized like the other projections (as llama.cpp quantizes the tied output of 
         [--out models/default-nvfp4]
 """
 import argparse
-import json
 import pathlib
 import shutil
 import sys
@@ -108,13 +107,7 @@ def main():
         else:
             writer.write(name, mb.f32_to_bf16_bits(w))
     writer.close()
-    hf_quant, qc = mb.quant_configs("NVFP4")
-    cfg = config(reader)
-    cfg["quantization_config"] = qc
-    for name, obj in (("config.json", cfg), ("hf_quant_config.json", hf_quant)):
-        (tmp / name).write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(TOKENIZER_DIR / name, tmp / name)
+    mb.write_folder_files(tmp, config(reader), "NVFP4", TOKENIZER_DIR)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     print(f"{out}: {len(linear)} NVFP4 matrices, relative weight error vs the BF16 master "

@@ -8,6 +8,7 @@
 #include <array>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/kernels_test_util.h"
@@ -20,6 +21,21 @@ struct GemmCase {
 };
 
 class GemmF32 : public ::testing::TestWithParam<GemmCase> {};
+
+// fast [M, ldc] within f32 rounding of slow in the first N columns, and untouched (= C0) past them.
+void expect_close(const std::vector<float>& fast, const std::vector<float>& slow, const std::vector<float>& C0,
+                  int64_t M, int64_t N, int64_t K, int64_t ldc, const std::string& what) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const size_t at = static_cast<size_t>(i * ldc + j);
+      if (j >= N) {
+        EXPECT_EQ(fast[at], C0[at]) << "wrote past column N";
+        continue;
+      }
+      EXPECT_NEAR(fast[at], slow[at], 1e-5f * static_cast<float>(K) + 1e-5f * std::fabs(slow[at]))
+          << "(" << i << ", " << j << ") " << what;
+    }
+}
 
 TEST_P(GemmF32, MatchesReference) {
   const auto [M, N, K] = GetParam();
@@ -34,16 +50,7 @@ TEST_P(GemmF32, MatchesReference) {
     std::vector<float> fast = C0, slow = C0;
     gemm_f32(M, N, K, A.data(), lda, B.data(), ldb, fast.data(), ldc, accumulate);
     ref::gemm_f32(M, N, K, A.data(), lda, B.data(), ldb, slow.data(), ldc, accumulate);
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < ldc; ++j) {
-        const size_t at = static_cast<size_t>(i * ldc + j);
-        if (j >= N) {
-          EXPECT_EQ(fast[at], C0[at]) << "wrote past column N";
-          continue;
-        }
-        EXPECT_NEAR(fast[at], slow[at], 1e-5f * static_cast<float>(K) + 1e-5f * std::fabs(slow[at]))
-            << "(" << i << ", " << j << ") accumulate " << accumulate;
-      }
+    expect_close(fast, slow, C0, M, N, K, ldc, "accumulate " + std::to_string(accumulate));
   }
 }
 
@@ -93,16 +100,7 @@ TEST_P(GemmF32, PackedMatchesReference) {
     gemm_f32_packed(M, N, K, A.data(), lda, packed.data(), rows, fast.data(), ldc, beta,
                     per_row ? row_beta.data() : nullptr);
     ref::gemm_f32(M, N, K, A.data(), lda, B.data(), ldb, slow.data(), ldc, /*accumulate=*/true);
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < ldc; ++j) {
-        const size_t at = static_cast<size_t>(i * ldc + j);
-        if (j >= N) {
-          EXPECT_EQ(fast[at], C0[at]) << "wrote past column N";
-          continue;
-        }
-        EXPECT_NEAR(fast[at], slow[at], 1e-5f * static_cast<float>(K) + 1e-5f * std::fabs(slow[at]))
-            << "(" << i << ", " << j << ") beta " << beta;
-      }
+    expect_close(fast, slow, C0, M, N, K, ldc, "beta " + std::to_string(beta));
   }
 }
 

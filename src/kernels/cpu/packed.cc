@@ -525,15 +525,22 @@ PackedMatrix PackedMatrix::pack_with(DType dtype, int64_t rows, int64_t k, const
 
 namespace {
 
-// Validates a TensorView source; returns its bytes per row.
-size_t checked_row_bytes(const TensorView& w) {
-  if (!PackedMatrix::supports(w.dtype))
-    fail("packed weights: '", w.name, "' has dtype ", dtype_name(w.dtype), ", which has no packed form");
-  const size_t row_bytes = dtype_row_bytes(w.dtype, w.cols());
-  if (w.data == nullptr || w.nbytes < static_cast<size_t>(w.rows()) * row_bytes)
-    fail("packed weights: '", w.name, "' ", w.shape_str(), " holds ", w.nbytes, " bytes, fewer than its shape needs");
-  return row_bytes;
-}
+// A validated TensorView source: at(row, i) is block i of `row`, nullptr past the last row.
+struct SourceBlocks {
+  const TensorView& w;
+  size_t row_bytes = 0, block_bytes = 0;
+  explicit SourceBlocks(const TensorView& t) : w(t) {
+    if (!PackedMatrix::supports(w.dtype))
+      fail("packed weights: '", w.name, "' has dtype ", dtype_name(w.dtype), ", which has no packed form");
+    row_bytes = dtype_row_bytes(w.dtype, w.cols());
+    if (w.data == nullptr || w.nbytes < static_cast<size_t>(w.rows()) * row_bytes)
+      fail("packed weights: '", w.name, "' ", w.shape_str(), " holds ", w.nbytes, " bytes, fewer than its shape needs");
+    block_bytes = row_bytes / static_cast<size_t>(w.cols() / block_elems(w.dtype));
+  }
+  const uint8_t* at(int64_t row, int64_t i) const {
+    return row < w.rows() ? w.data + static_cast<size_t>(row) * row_bytes + static_cast<size_t>(i) * block_bytes : nullptr;
+  }
+};
 
 void check_nvfp4(const Nvfp4Matrix& w, const std::string& name) {
   if (!PackedMatrix::nvfp4_packable(w) || w.rows <= 0 || w.data == nullptr || w.scales == nullptr)
@@ -562,29 +569,20 @@ float nvfp4_out_scale(const Nvfp4Matrix& w) { return w.global_scale * 128.0f; }
 }  // namespace
 
 PackedMatrix PackedMatrix::pack(const TensorView& w) {
-  const size_t row_bytes = checked_row_bytes(w);
-  const int64_t rows = w.rows();
-  const size_t src_block = row_bytes / static_cast<size_t>(w.cols() / block_elems(w.dtype));
-  return pack_with(w.dtype, rows, w.cols(), [&](int64_t g, int64_t i, uint8_t* out) {
-    const uint8_t* src[kGroupRows];
-    for (int r = 0; r < kGroupRows; ++r) {
-      const int64_t row = g * kGroupRows + r;
-      src[r] = row < rows ? w.data + static_cast<size_t>(row) * row_bytes + static_cast<size_t>(i) * src_block : nullptr;
-    }
-    pack_block(w.dtype, src, out);
+  const SourceBlocks src(w);
+  return pack_with(w.dtype, w.rows(), w.cols(), [&](int64_t g, int64_t i, uint8_t* out) {
+    const uint8_t* blocks[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) blocks[r] = src.at(g * kGroupRows + r, i);
+    pack_block(w.dtype, blocks, out);
   });
 }
 
 PackedMatrix PackedMatrix::pack_reference(const TensorView& w) {
-  const size_t row_bytes = checked_row_bytes(w);
-  const int64_t rows = w.rows();
-  const size_t src_block = row_bytes / static_cast<size_t>(w.cols() / block_elems(w.dtype));
-  return pack_with(w.dtype, rows, w.cols(), [&](int64_t g, int64_t i, uint8_t* out) {
+  const SourceBlocks src(w);
+  return pack_with(w.dtype, w.rows(), w.cols(), [&](int64_t g, int64_t i, uint8_t* out) {
     RowBlock rb[kGroupRows];  // padding rows: zero scale, zero quants
-    for (int r = 0; r < kGroupRows; ++r) {
-      const int64_t row = g * kGroupRows + r;
-      if (row < rows) read_source(w.dtype, w.data + static_cast<size_t>(row) * row_bytes + static_cast<size_t>(i) * src_block, rb[r]);
-    }
+    for (int r = 0; r < kGroupRows; ++r)
+      if (const uint8_t* block = src.at(g * kGroupRows + r, i)) read_source(w.dtype, block, rb[r]);
     write_group(w.dtype, rb, out);
   });
 }
