@@ -45,66 +45,112 @@ void store_kv(KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch&
   }
 }
 
-// One work item is one token and one KV head: its K and V rows are read once for all the
-// query heads of the group (GQA), a cache block at a time, with an online softmax (running
-// max and sum per head, the accumulator rescaled once per block), so no score buffer spans
-// the context and long contexts stream through the cache once per group instead of per head.
+namespace {
+
+constexpr int64_t kQueryTile = 8;  // query tokens of one sequence sharing each K/V block fetch
+
+// Consecutive flat tokens of one sequence, at most kQueryTile: [begin, end).
+struct QueryTile {
+  int64_t begin, end;
+};
+
+std::vector<QueryTile> query_tiles(const FlatBatch& flat) {
+  std::vector<QueryTile> tiles;
+  for (int64_t t = 0; t < flat.size();) {
+    int64_t e = t + 1;
+    while (e < flat.size() && e - t < kQueryTile && flat.seq[static_cast<size_t>(e)] == flat.seq[static_cast<size_t>(t)]) ++e;
+    tiles.push_back({t, e});
+    t = e;
+  }
+  return tiles;
+}
+
+// Work item i -> (KV head, tile). Heads outermost, so threads splitting the items by
+// contiguous ranges get whole heads when the head count divides; within a head the tiles go
+// first, last, second, second last, ... so any run of items pairs short causal spans with long
+// ones and contiguous ranges carry about equal work.
+void item_to_head_tile(int64_t item, int64_t n_tiles, int64_t* head, int64_t* tile) {
+  *head = item / n_tiles;
+  const int64_t k = item % n_tiles;
+  *tile = k % 2 == 0 ? k / 2 : n_tiles - 1 - k / 2;
+}
+
+}  // namespace
+
+// One work item is one KV head and a tile of up to kQueryTile consecutive tokens of one
+// sequence: each cache block's K and V rows are fetched once for all the tile's tokens and all
+// the query heads of the group (GQA), with an online softmax per (token, head): running max
+// and sum, the accumulator rescaled once per block. Every (token, head) goes through exactly
+// the operations it would alone (the tile only shares the fetches), so results do not depend
+// on the batch, the tiling or the thread count.
 void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch& flat,
                      const AttentionShape& shape, const float* q, float* out, ThreadPool& pool,
                      std::vector<float>& scratch) {
   const int64_t hd = shape.head_dim, nh = shape.num_heads, nkv = shape.num_kv_heads;
   const int64_t group = nh / nkv, bs = kv.block_size();
-  // Per thread: acc [group, hd], max [group], sum [group], p [group, bs], k and v rows [bs, hd].
-  const int64_t per_thread = group * hd + 2 * group + group * bs + 2 * bs * hd;
+  const int64_t rows = kQueryTile * group;  // (token, head) pairs of a tile
+  // Per thread: acc [rows, hd], max [rows], sum [rows], p [rows, bs], k and v rows [bs, hd].
+  const int64_t per_thread = rows * hd + 2 * rows + rows * bs + 2 * bs * hd;
   const size_t need = static_cast<size_t>(pool.size() * per_thread);
   if (scratch.size() < need) scratch.resize(need);
-  pool.parallel_for(flat.size() * nkv, [&](int64_t begin, int64_t end, int thread) {
+  const std::vector<QueryTile> tiles = query_tiles(flat);
+  const auto n_tiles = static_cast<int64_t>(tiles.size());
+  pool.parallel_for(n_tiles * nkv, [&](int64_t begin, int64_t end, int thread) {
     float* acc = &scratch[static_cast<size_t>(thread * per_thread)];
-    float* run_max = acc + group * hd;
-    float* run_sum = run_max + group;
-    float* p = run_sum + group;
-    float* k_buf = p + group * bs;
+    float* run_max = acc + rows * hd;
+    float* run_sum = run_max + rows;
+    float* p = run_sum + rows;
+    float* k_buf = p + rows * bs;
     float* v_buf = k_buf + bs * hd;
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / nkv, g = item % nkv;
-      const SeqSlice& slice = batch.seqs[static_cast<size_t>(flat.seq[static_cast<size_t>(t)])];
-      const int64_t len = flat.pos[static_cast<size_t>(t)] + 1;  // causal: itself and everything before
-      const float* qg = q + (t * nh + g * group) * hd;           // [group, hd]
-      std::fill(acc, acc + group * hd, 0.0f);
-      std::fill(run_max, run_max + group, -INFINITY);
-      std::fill(run_sum, run_sum + group, 0.0f);
-      for (int64_t b0 = 0; b0 < len; b0 += bs) {
+      int64_t g, tile;
+      item_to_head_tile(item, n_tiles, &g, &tile);
+      const QueryTile qt = tiles[static_cast<size_t>(tile)];
+      const SeqSlice& slice = batch.seqs[static_cast<size_t>(flat.seq[static_cast<size_t>(qt.begin)])];
+      const int64_t n_rows = (qt.end - qt.begin) * group;
+      std::fill(acc, acc + n_rows * hd, 0.0f);
+      std::fill(run_max, run_max + n_rows, -INFINITY);
+      std::fill(run_sum, run_sum + n_rows, 0.0f);
+      // Causal span of the tile's token i: itself and everything before.
+      auto span = [&](int64_t i) { return flat.pos[static_cast<size_t>(qt.begin + i)] + 1; };
+      int64_t longest = 0;
+      for (int64_t i = 0; i < qt.end - qt.begin; ++i) longest = std::max(longest, span(i));
+      for (int64_t b0 = 0; b0 < longest; b0 += bs) {
         const int32_t block = slice.blocks[static_cast<size_t>(b0 / bs)];
-        const int64_t count = std::min(bs, len - b0);
+        const int64_t fetched = std::min(bs, longest - b0);
         int64_t k_stride = 0, v_stride = 0;
-        const float* k = kv.k_rows_f32(layer, block, 0, count, g, k_buf, &k_stride);
-        for (int64_t h = 0; h < group; ++h) {
-          float* ph = p + h * bs;
-          float block_max = -INFINITY;
-          for (int64_t j = 0; j < count; ++j) {
-            ph[j] = kernels::dot_f32(qg + h * hd, k + j * k_stride, hd) * shape.scale;
-            block_max = std::max(block_max, ph[j]);
+        const float* k = kv.k_rows_f32(layer, block, 0, fetched, g, k_buf, &k_stride);
+        const float* v = kv.v_rows_f32(layer, block, 0, fetched, g, v_buf, &v_stride);
+        for (int64_t i = 0; i < qt.end - qt.begin; ++i) {
+          const int64_t count = std::min(bs, span(i) - b0);
+          if (count <= 0) continue;  // this block lies past the token
+          const float* qg = q + ((qt.begin + i) * nh + g * group) * hd;  // [group, hd]
+          for (int64_t h = 0; h < group; ++h) {
+            const int64_t row = i * group + h;
+            float* ph = p + row * bs;
+            kernels::dot_rows_f32(qg + h * hd, k, k_stride, count, hd, shape.scale, ph);
+            const float block_max = *std::max_element(ph, ph + count);
+            const float new_max = std::max(run_max[row], block_max);
+            if (new_max > run_max[row] && run_sum[row] > 0.0f) {
+              const float correction = std::exp(run_max[row] - new_max);
+              run_sum[row] *= correction;
+              for (int64_t c = 0; c < hd; ++c) acc[row * hd + c] *= correction;
+            }
+            run_max[row] = new_max;
+            for (int64_t j = 0; j < count; ++j) ph[j] -= new_max;
+            kernels::exp_f32(ph, count, ph);
+            for (int64_t j = 0; j < count; ++j) run_sum[row] += ph[j];
+            kernels::axpy_rows_f32(ph, v, v_stride, count, hd, acc + row * hd);
           }
-          const float new_max = std::max(run_max[h], block_max);
-          if (new_max > run_max[h] && run_sum[h] > 0.0f) {
-            const float correction = std::exp(run_max[h] - new_max);
-            run_sum[h] *= correction;
-            for (int64_t i = 0; i < hd; ++i) acc[h * hd + i] *= correction;
-          }
-          run_max[h] = new_max;
-          for (int64_t j = 0; j < count; ++j) ph[j] -= new_max;
-          kernels::exp_f32(ph, count, ph);
-          for (int64_t j = 0; j < count; ++j) run_sum[h] += ph[j];
         }
-        const float* v = kv.v_rows_f32(layer, block, 0, count, g, v_buf, &v_stride);
-        for (int64_t h = 0; h < group; ++h)
-          for (int64_t j = 0; j < count; ++j) kernels::axpy_f32(p[h * bs + j], v + j * v_stride, acc + h * hd, hd);
       }
-      for (int64_t h = 0; h < group; ++h) {
-        const float inv = 1.0f / run_sum[h];
-        float* o = out + (t * nh + g * group + h) * hd;
-        for (int64_t i = 0; i < hd; ++i) o[i] = acc[h * hd + i] * inv;
-      }
+      for (int64_t i = 0; i < qt.end - qt.begin; ++i)
+        for (int64_t h = 0; h < group; ++h) {
+          const int64_t row = i * group + h;
+          const float inv = 1.0f / run_sum[row];
+          float* o = out + ((qt.begin + i) * nh + g * group + h) * hd;
+          for (int64_t c = 0; c < hd; ++c) o[c] = acc[row * hd + c] * inv;
+        }
     }
   });
 }

@@ -59,6 +59,14 @@ void exp_f32(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
 }
 
+void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out) {
+  for (int64_t j = 0; j < count; ++j) out[j] = dot_f32(q, k + j * k_stride, n) * scale;
+}
+
+void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc) {
+  for (int64_t j = 0; j < count; ++j) axpy_f32(p[j], v + j * v_stride, acc, n);
+}
+
 }  // namespace ref
 
 #if ZEN_HAVE_X86_SIMD
@@ -84,6 +92,12 @@ float dot_f32(const float* a, const float* b, int64_t n) { ZEN_DISPATCH(dot_f32(
 void axpy_f32(float a, const float* x, float* y, int64_t n) { ZEN_DISPATCH(axpy_f32(a, x, y, n)); }
 void softmax_inplace(float* x, int64_t n) { ZEN_DISPATCH(softmax_inplace(x, n)); }
 void exp_f32(const float* x, int64_t n, float* out) { ZEN_DISPATCH(exp_f32(x, n, out)); }
+void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out) {
+  ZEN_DISPATCH(dot_rows_f32(q, k, k_stride, count, n, scale, out));
+}
+void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc) {
+  ZEN_DISPATCH(axpy_rows_f32(p, v, v_stride, count, n, acc));
+}
 
 #undef ZEN_DISPATCH
 

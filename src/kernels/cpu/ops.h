@@ -18,6 +18,12 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
 // In place: x = exp(x - max) / sum (sum accumulated in f64).
 void softmax_inplace(float* x, int64_t n);
+// Attention over one KV-cache block (model/attention.cc), q and every row n floats long:
+// out[j] = dot_f32(q, k + j * k_stride, n) * scale for j < count (the same bits).
+void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out);
+// acc[i] += p[j] * v[j * v_stride + i] for j = 0 .. count - 1 in that order (each an FMA where
+// the backend has one, as axpy_f32 row by row), i < n.
+void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc);
 // out[i] = exp(x[i]); the vectorized exp used by softmax/silu (a few ulp; underflows
 // gradually to 0 below about -87.3, +inf above 88.72, NaN stays NaN).
 void exp_f32(const float* x, int64_t n, float* out);
@@ -30,6 +36,8 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
 void softmax_inplace(float* x, int64_t n);
 void exp_f32(const float* x, int64_t n, float* out);
+void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out);
+void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc);
 }  // namespace ref
 
 }  // namespace zen::kernels

@@ -5,6 +5,7 @@
 #if ZEN_HAVE_X86_SIMD
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -152,6 +153,106 @@ ZEN_TARGET_AVX2 void exp_f32(const float* x, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, exp256(_mm256_loadu_ps(x + i)));
   for (; i < n; ++i) out[i] = exp1(x[i]);
+}
+
+// Four rows' dots with q in exactly dot_f32's order: per row four accumulators over steps of
+// 32, the remaining chunks of 8 into the first, the four added pairwise, the lanes summed in
+// hsum's tree (done for the four rows at once), then the scalar tail. Rows go two at a time
+// (8 accumulators, q loaded once for both).
+ZEN_TARGET_AVX2 inline __m128 dot4_rows(const float* q, const float* const* k, int64_t n) {
+  __m128 half[4];  // per row: lo + hi of its summed accumulators, hsum's first step
+#pragma GCC unroll 2
+  for (int r0 = 0; r0 < 4; r0 += 2) {
+    const float* ka = k[r0];
+    const float* kb = k[r0 + 1];
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      __m256 qv = _mm256_loadu_ps(q + i);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(ka + i), a0);
+      b0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i), b0);
+      qv = _mm256_loadu_ps(q + i + 8);
+      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(ka + i + 8), a1);
+      b1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i + 8), b1);
+      qv = _mm256_loadu_ps(q + i + 16);
+      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(ka + i + 16), a2);
+      b2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i + 16), b2);
+      qv = _mm256_loadu_ps(q + i + 24);
+      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(ka + i + 24), a3);
+      b3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i + 24), b3);
+    }
+    for (; i + 8 <= n; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(ka + i), a0);
+      b0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i), b0);
+    }
+    const __m256 va = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    const __m256 vb = _mm256_add_ps(_mm256_add_ps(b0, b1), _mm256_add_ps(b2, b3));
+    half[r0] = _mm_add_ps(_mm256_castps256_ps128(va), _mm256_extractf128_ps(va, 1));
+    half[r0 + 1] = _mm_add_ps(_mm256_castps256_ps128(vb), _mm256_extractf128_ps(vb, 1));
+  }
+  // hsum's (x0 + x2) + (x1 + x3) for the four rows: interleave, add the halves, then the pairs.
+  const __m128 w01 = _mm_add_ps(_mm_unpacklo_ps(half[0], half[1]), _mm_unpackhi_ps(half[0], half[1]));
+  const __m128 w23 = _mm_add_ps(_mm_unpacklo_ps(half[2], half[3]), _mm_unpackhi_ps(half[2], half[3]));
+  __m128 sums = _mm_add_ps(_mm_movelh_ps(w01, w23), _mm_movehl_ps(w23, w01));
+  const int64_t tail = n & ~int64_t{7};
+  if (tail < n) {  // dot_f32's scalar tail, row by row
+    alignas(16) float t[4];
+    _mm_store_ps(t, sums);
+    for (int r = 0; r < 4; ++r)
+      for (int64_t i = tail; i < n; ++i) t[r] += q[i] * k[r][i];
+    sums = _mm_load_ps(t);
+  }
+  return sums;
+}
+
+ZEN_TARGET_AVX2 void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale,
+                                  float* out) {
+  const __m128 s = _mm_set1_ps(scale);
+  for (int64_t j0 = 0; j0 < count; j0 += 4) {
+    const int64_t live = std::min<int64_t>(4, count - j0);
+    const float* rows[4];
+    for (int r = 0; r < 4; ++r) rows[r] = k + (j0 + (r < live ? r : 0)) * k_stride;
+    const __m128 d = _mm_mul_ps(dot4_rows(q, rows, n), s);
+    if (live == 4) {
+      _mm_storeu_ps(out + j0, d);
+    } else {
+      alignas(16) float tmp[4];
+      _mm_store_ps(tmp, d);
+      for (int64_t r = 0; r < live; ++r) out[j0 + r] = tmp[r];
+    }
+  }
+}
+
+// acc[i] += p[j] * v_j[i] over the block's rows, 32 columns at a time held in registers, so acc
+// is loaded and stored once per block instead of once per row; the FMAs per element run in
+// row order, exactly as axpy_f32 row by row.
+ZEN_TARGET_AVX2 void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n,
+                                   float* acc) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
+    __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
+    for (int64_t j = 0; j < count; ++j) {
+      const float* vj = v + j * v_stride + i;
+      const __m256 pj = _mm256_broadcast_ss(p + j);
+      a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj), a0);
+      a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8), a1);
+      a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 16), a2);
+      a3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 24), a3);
+    }
+    _mm256_storeu_ps(acc + i, a0);
+    _mm256_storeu_ps(acc + i + 8, a1);
+    _mm256_storeu_ps(acc + i + 16, a2);
+    _mm256_storeu_ps(acc + i + 24, a3);
+  }
+  for (; i + 8 <= n; i += 8) {
+    __m256 a0 = _mm256_loadu_ps(acc + i);
+    for (int64_t j = 0; j < count; ++j) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v + j * v_stride + i), a0);
+    _mm256_storeu_ps(acc + i, a0);
+  }
+  for (; i < n; ++i)
+    for (int64_t j = 0; j < count; ++j) acc[i] += p[j] * v[j * v_stride + i];  // as axpy_f32's tail
 }
 
 }  // namespace zen::kernels::avx2

@@ -142,6 +142,14 @@ void exp_f32(const float* x, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = exp1(x[i]);
 }
 
+void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out) {
+  for (int64_t j = 0; j < count; ++j) out[j] = dot_f32(q, k + j * k_stride, n) * scale;
+}
+
+void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc) {
+  for (int64_t j = 0; j < count; ++j) axpy_f32(p[j], v + j * v_stride, acc, n);
+}
+
 }  // namespace zen::kernels::neon
 
 #endif  // ZEN_HAVE_NEON

@@ -79,6 +79,40 @@ TEST(Ops, AddAxpyDotMatchReference) {
   }
 }
 
+// The attention block ops on odd head sizes and row counts, rows strided as in a cache block:
+// dots near the f64 value and exactly dot_f32 row by row; axpy_rows exactly axpy_f32 row by row.
+TEST(Ops, AttentionBlockOpsMatchReference) {
+  std::mt19937 rng(36);
+  for (int64_t n : {1, 7, 8, 15, 17, 33, 64, 100, 128, 256}) {
+    const int64_t stride = n + 5;
+    for (int64_t count : {1, 2, 3, 4, 5, 7, 8, 13, 16}) {
+      const auto q = random_vector(rng, n), rows = random_vector(rng, count * stride);
+      std::vector<float> got(static_cast<size_t>(count));
+      dot_rows_f32(q.data(), rows.data(), stride, count, n, 0.125f, got.data());
+      for (int64_t j = 0; j < count; ++j) {
+        double exact = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double prod = static_cast<double>(q[static_cast<size_t>(i)]) * rows[static_cast<size_t>(j * stride + i)];
+          exact += prod;
+          mag += std::fabs(prod);
+        }
+        ASSERT_NEAR(got[static_cast<size_t>(j)], 0.125 * exact, 0.125 * 1e-6 * mag * std::sqrt(double(n)) + 1e-30)
+            << "dot_rows n=" << n << " count=" << count << " j=" << j;
+        ASSERT_EQ(got[static_cast<size_t>(j)], dot_f32(q.data(), rows.data() + j * stride, n) * 0.125f)
+            << "dot_rows differs from dot_f32, n=" << n << " j=" << j;
+      }
+
+      const auto p = random_vector(rng, count), acc0 = random_vector(rng, n);
+      std::vector<float> blocked = acc0, row_by_row = acc0, reference = acc0;
+      axpy_rows_f32(p.data(), rows.data(), stride, count, n, blocked.data());
+      for (int64_t j = 0; j < count; ++j) axpy_f32(p[static_cast<size_t>(j)], rows.data() + j * stride, row_by_row.data(), n);
+      ASSERT_EQ(blocked, row_by_row) << "axpy_rows n=" << n << " count=" << count;
+      ref::axpy_rows_f32(p.data(), rows.data(), stride, count, n, reference.data());
+      expect_close(blocked, reference, 1e-5, 1e-5, "axpy_rows vs reference", n);
+    }
+  }
+}
+
 TEST(Ops, SiluMulMatchesReference) {
   std::mt19937 rng(33);
   for (int64_t n : kSizes) {
