@@ -140,8 +140,9 @@ void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, con
             for (int64_t j = 0; j < count; ++j) ph[j] -= new_max;
             kernels::exp_f32(ph, count, ph);
             for (int64_t j = 0; j < count; ++j) run_sum[row] += ph[j];
-            kernels::axpy_rows_f32(ph, v, v_stride, count, hd, acc + row * hd);
           }
+          // The group's heads share the count, so one pass over the V rows serves them all.
+          kernels::axpy_rows_f32(p + i * group * bs, bs, v, v_stride, count, hd, acc + i * group * hd, hd, group);
         }
       }
       for (int64_t i = 0; i < qt.end - qt.begin; ++i)

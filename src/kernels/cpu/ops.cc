@@ -63,8 +63,10 @@ void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t coun
   for (int64_t j = 0; j < count; ++j) out[j] = dot_f32(q, k + j * k_stride, n) * scale;
 }
 
-void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc) {
-  for (int64_t j = 0; j < count; ++j) axpy_f32(p[j], v + j * v_stride, acc, n);
+void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc,
+                   int64_t acc_stride, int64_t n_acc) {
+  for (int64_t r = 0; r < n_acc; ++r)
+    for (int64_t j = 0; j < count; ++j) axpy_f32(p[r * p_stride + j], v + j * v_stride, acc + r * acc_stride, n);
 }
 
 }  // namespace ref
@@ -95,8 +97,9 @@ void exp_f32(const float* x, int64_t n, float* out) { ZEN_DISPATCH(exp_f32(x, n,
 void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out) {
   ZEN_DISPATCH(dot_rows_f32(q, k, k_stride, count, n, scale, out));
 }
-void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc) {
-  ZEN_DISPATCH(axpy_rows_f32(p, v, v_stride, count, n, acc));
+void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc,
+                   int64_t acc_stride, int64_t n_acc) {
+  ZEN_DISPATCH(axpy_rows_f32(p, p_stride, v, v_stride, count, n, acc, acc_stride, n_acc));
 }
 
 #undef ZEN_DISPATCH

@@ -21,9 +21,11 @@ void softmax_inplace(float* x, int64_t n);
 // Attention over one KV-cache block (model/attention.cc), q and every row n floats long:
 // out[j] = dot_f32(q, k + j * k_stride, n) * scale for j < count (the same bits).
 void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out);
-// acc[i] += p[j] * v[j * v_stride + i] for j = 0 .. count - 1 in that order (each an FMA where
-// the backend has one, as axpy_f32 row by row), i < n.
-void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc);
+// For each of n_acc accumulator rows r sharing the block's V rows (the query heads of a GQA
+// group): acc[r * acc_stride + i] += p[r * p_stride + j] * v[j * v_stride + i] for j = 0 ..
+// count - 1 in that order, i < n; each step exactly axpy_f32 (an FMA where the backend has one).
+void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc,
+                   int64_t acc_stride, int64_t n_acc);
 // out[i] = exp(x[i]); the vectorized exp used by softmax/silu (a few ulp; underflows
 // gradually to 0 below about -87.3, +inf above 88.72, NaN stays NaN).
 void exp_f32(const float* x, int64_t n, float* out);
@@ -37,7 +39,8 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);
 void softmax_inplace(float* x, int64_t n);
 void exp_f32(const float* x, int64_t n, float* out);
 void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out);
-void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc);
+void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc,
+                   int64_t acc_stride, int64_t n_acc);
 }  // namespace ref
 
 }  // namespace zen::kernels

@@ -224,35 +224,68 @@ ZEN_TARGET_AVX2 void dot_rows_f32(const float* q, const float* k, int64_t k_stri
   }
 }
 
-// acc[i] += p[j] * v_j[i] over the block's rows, 32 columns at a time held in registers, so acc
-// is loaded and stored once per block instead of once per row; the FMAs per element run in
-// row order, exactly as axpy_f32 row by row.
-ZEN_TARGET_AVX2 void axpy_rows_f32(const float* p, const float* v, int64_t v_stride, int64_t count, int64_t n,
-                                   float* acc) {
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
-    __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
-    for (int64_t j = 0; j < count; ++j) {
-      const float* vj = v + j * v_stride + i;
-      const __m256 pj = _mm256_broadcast_ss(p + j);
-      a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj), a0);
-      a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8), a1);
-      a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 16), a2);
-      a3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 24), a3);
+// Two accumulator rows over 32 columns of the block: their 8 sums stay in registers for the
+// whole block (8 independent FMA chains; each V load serves both rows).
+ZEN_TARGET_AVX2 inline void axpy_block2_32(const float* p0, const float* p1, const float* v, int64_t v_stride,
+                                           int64_t count, float* acc0, float* acc1) {
+  __m256 a[4], b[4];
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    a[c] = _mm256_loadu_ps(acc0 + 8 * c);
+    b[c] = _mm256_loadu_ps(acc1 + 8 * c);
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    const __m256 pa = _mm256_broadcast_ss(p0 + j), pb = _mm256_broadcast_ss(p1 + j);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256 vj = _mm256_loadu_ps(v + j * v_stride + 8 * c);
+      a[c] = _mm256_fmadd_ps(pa, vj, a[c]);
+      b[c] = _mm256_fmadd_ps(pb, vj, b[c]);
     }
-    _mm256_storeu_ps(acc + i, a0);
-    _mm256_storeu_ps(acc + i + 8, a1);
-    _mm256_storeu_ps(acc + i + 16, a2);
-    _mm256_storeu_ps(acc + i + 24, a3);
   }
-  for (; i + 8 <= n; i += 8) {
-    __m256 a0 = _mm256_loadu_ps(acc + i);
-    for (int64_t j = 0; j < count; ++j) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v + j * v_stride + i), a0);
-    _mm256_storeu_ps(acc + i, a0);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    _mm256_storeu_ps(acc0 + 8 * c, a[c]);
+    _mm256_storeu_ps(acc1 + 8 * c, b[c]);
   }
-  for (; i < n; ++i)
-    for (int64_t j = 0; j < count; ++j) acc[i] += p[j] * v[j * v_stride + i];  // as axpy_f32's tail
+}
+
+// One accumulator row over 8 columns (what is left after the 32-column chunks).
+ZEN_TARGET_AVX2 inline void axpy_block1_8(const float* p, const float* v, int64_t v_stride, int64_t count, float* acc) {
+  __m256 a = _mm256_loadu_ps(acc);
+  for (int64_t j = 0; j < count; ++j) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v + j * v_stride), a);
+  _mm256_storeu_ps(acc, a);
+}
+
+// Rows go in pairs (an odd last row pairs with itself and is stored twice, the same value), 32
+// columns at a time; per element the FMAs run in row order exactly as axpy_f32 row by row.
+ZEN_TARGET_AVX2 void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t count,
+                                   int64_t n, float* acc, int64_t acc_stride, int64_t n_acc) {
+  const int64_t wide = n / 32 * 32;
+  for (int64_t r = 0; r < n_acc; r += 2) {
+    const int64_t r1 = r + 1 < n_acc ? r + 1 : r;
+    const float* p0 = p + r * p_stride;
+    const float* p1 = p + r1 * p_stride;
+    float* acc0 = acc + r * acc_stride;
+    float* acc1 = acc + r1 * acc_stride;
+    if (r1 == r) {  // alone: a private copy for the second row, so the pair never aliases
+      for (int64_t i = 0; i < wide; i += 32) {
+        alignas(32) float spare[32];
+        std::copy(acc0 + i, acc0 + i + 32, spare);
+        axpy_block2_32(p0, p0, v + i, v_stride, count, acc0 + i, spare);
+      }
+    } else {
+      for (int64_t i = 0; i < wide; i += 32) axpy_block2_32(p0, p1, v + i, v_stride, count, acc0 + i, acc1 + i);
+    }
+    for (int64_t row = r; row <= r1; ++row) {
+      float* a = acc + row * acc_stride;
+      const float* pr = p + row * p_stride;
+      int64_t i = wide;
+      for (; i + 8 <= n; i += 8) axpy_block1_8(pr, v + i, v_stride, count, a + i);
+      for (; i < n; ++i)
+        for (int64_t j = 0; j < count; ++j) a[i] += pr[j] * v[j * v_stride + i];  // as axpy_f32's tail
+    }
+  }
 }
 
 }  // namespace zen::kernels::avx2

@@ -102,13 +102,18 @@ TEST(Ops, AttentionBlockOpsMatchReference) {
             << "dot_rows differs from dot_f32, n=" << n << " j=" << j;
       }
 
-      const auto p = random_vector(rng, count), acc0 = random_vector(rng, n);
-      std::vector<float> blocked = acc0, row_by_row = acc0, reference = acc0;
-      axpy_rows_f32(p.data(), rows.data(), stride, count, n, blocked.data());
-      for (int64_t j = 0; j < count; ++j) axpy_f32(p[static_cast<size_t>(j)], rows.data() + j * stride, row_by_row.data(), n);
-      ASSERT_EQ(blocked, row_by_row) << "axpy_rows n=" << n << " count=" << count;
-      ref::axpy_rows_f32(p.data(), rows.data(), stride, count, n, reference.data());
-      expect_close(blocked, reference, 1e-5, 1e-5, "axpy_rows vs reference", n);
+      for (int64_t n_acc : {1, 2, 3, 7}) {  // accumulator rows sharing the block (GQA heads)
+        const int64_t p_stride = count + 3, acc_stride = n + 2;
+        const auto p = random_vector(rng, n_acc * p_stride), acc0 = random_vector(rng, n_acc * acc_stride);
+        std::vector<float> blocked = acc0, row_by_row = acc0, reference = acc0;
+        axpy_rows_f32(p.data(), p_stride, rows.data(), stride, count, n, blocked.data(), acc_stride, n_acc);
+        for (int64_t r = 0; r < n_acc; ++r)
+          for (int64_t j = 0; j < count; ++j)
+            axpy_f32(p[static_cast<size_t>(r * p_stride + j)], rows.data() + j * stride, row_by_row.data() + r * acc_stride, n);
+        ASSERT_EQ(blocked, row_by_row) << "axpy_rows n=" << n << " count=" << count << " rows=" << n_acc;
+        ref::axpy_rows_f32(p.data(), p_stride, rows.data(), stride, count, n, reference.data(), acc_stride, n_acc);
+        expect_close(blocked, reference, 1e-5, 1e-5, "axpy_rows vs reference", n);
+      }
     }
   }
 }
