@@ -1,11 +1,10 @@
 // FP8 decodes and FP8 weight x f32 activation products.
 //
-// AVX2 decode of E4M3: the 7 magnitude bits shifted left by 7 form an f16 whose exponent bias
-// is 15 instead of 7, i.e. the f16 equals the E4M3 value times 2^-8 (subnormals included), so
-// F16C widens 8 values with one instruction; the 2^-8 is undone exactly by taking the block
-// scales times 2^8. Products: fp_gemm.h (scales applied per block to partial sums). NaN encodings
-// (0x7F, 0xFF) are not reproduced by this path (they decode to +-480); checkpoints never store
-// them and the scalar path still returns NaN.
+// AVX2: the E4M3 bytes become f32 bit patterns with integer shifts (value times 2^-120, see
+// segment_scales) against activations taken times 2^64, in the fp_gemm.h chains; each scale
+// block's partial sums are folded with its scale. NaN encodings (0x7F, 0xFF) are not
+// reproduced by this path (they decode to +-480); checkpoints never store them and the scalar
+// path still returns NaN.
 #include "kernels/cpu/fp8.h"
 
 #include "base/numeric.h"
@@ -59,21 +58,94 @@ const float* row_scales(const Fp8Matrix& w, int64_t row) { return w.scales + (ro
 
 #if ZEN_HAVE_X86_SIMD
 // True when no 8-column chunk straddles two scale blocks: the kernels then keep the E4M3
-// values unscaled (times 2^-8) in the chains and apply each block's scale (times 2^8) to the
-// block's partial sums (fp_gemm.h's segmented order). Otherwise (odd block widths) they run
-// over the exactly dequantized weights (the unscaled order).
+// values unscaled in the chains and apply each block's scale to the block's partial sums
+// (fp_gemm.h's segmented order). Otherwise (odd block widths) they run over the exactly
+// dequantized weights and the activations as they are (the unscaled order).
 bool segmented(const Fp8Matrix& w) { return w.block_cols % 8 == 0 || w.block_cols >= w.cols; }
 
-// The 8 (or, at the row's end, `n` < 8 then zeros) E4M3 values at `p`, times 2^-8.
-ZEN_TARGET_AVX2 inline __m256 e4m3x8_tail(const uint8_t* p, int64_t n) {
-  if (n >= 8) return e4m3x8_scaled(p);
-  uint8_t padded[8] = {};
-  std::copy(p, p + n, padded);
-  return e4m3x8_scaled(padded);
+// Segmented chains hold E4M3 values as f32 bit patterns made with integer shifts, which is
+// cheaper than widening through f16 (F16C's conversion is the slow step): the byte at the top
+// of a 32-bit lane, shifted right arithmetically by 4, has the E4M3 exponent and mantissa in
+// the low bits of the f32 exponent and the top of its mantissa; the mask clears the copies of
+// the sign and keeps bit 31. That f32 is the E4M3 value times 2^-120, exactly (subnormal E4M3
+// become f32 denormals; NaN codes read as +-480, which checkpoints never hold). The activations
+// are taken times 2^64 (exact), so every product w' x' = w x 2^-56 stays in the normal range,
+// and the block scales carry the remaining 2^56.
+constexpr int kActivationExponent = 64;
+constexpr float kSegmentScaleFactor = 72057594037927936.0f;  // 2^56 = 2^(120 - 64)
+
+// 8 E4M3 bytes, in order, as lanes of value times 2^-120.
+ZEN_TARGET_AVX2 inline __m256 e4m3x8_f32(const uint8_t* p) {
+  const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(_mm256_srai_epi32(_mm256_slli_epi32(b, 24), 4), _mm256_set1_epi32(static_cast<int>(0x87FFFFFFu))));
 }
 
-// Row `row`'s panel values into out[padded_cols(cols)], tail zero: E4M3 * 2^-8 when
-// segmented, else the dequantized weights.
+// The last n (< 8) bytes of a row, zero-padded (never reads past the row).
+ZEN_TARGET_AVX2 inline __m256 e4m3x8_f32_tail(const uint8_t* p, int64_t n) {
+  uint8_t padded[8] = {};
+  std::copy(p, p + n, padded);
+  return e4m3x8_f32(padded);
+}
+
+// 32 E4M3 bytes as 4 x 8 lanes in the chunk order of chunk32_element: register j lane l holds
+// element 4j + l (l < 4) or 16 + 4j + (l - 4), each 128-bit half shuffled from its own bytes.
+ZEN_TARGET_AVX2 inline void e4m3x32_f32(const uint8_t* p, __m256* w) {
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>(0x87FFFFFFu));
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const char z = -1, b0 = static_cast<char>(4 * j), b1 = static_cast<char>(4 * j + 1);
+    const char b2 = static_cast<char>(4 * j + 2), b3 = static_cast<char>(4 * j + 3);
+    const __m256i top = _mm256_setr_epi8(z, z, z, b0, z, z, z, b1, z, z, z, b2, z, z, z, b3,  //
+                                         z, z, z, b0, z, z, z, b1, z, z, z, b2, z, z, z, b3);
+    w[j] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(b, top), 4), mask));
+  }
+}
+
+// Which element of a 32-column chunk sits at position i (= 8j + l) of the chains' order.
+constexpr int chunk32_element(int i) { return (i % 8 < 4) ? 4 * (i / 8) + i % 8 : 16 + 4 * (i / 8) + i % 8 - 4; }
+
+// The chains' columns of one row: per scale block, its whole 32-column chunks in
+// chunk32_element order, then the rest in order. fn(first_column, is_chunk32) per step of 32
+// or 8 columns (the last step of a block may be partial).
+template <typename Fn>
+void for_each_step(const Fp8Matrix& w, Fn&& fn) {
+  for (int64_t k0 = 0; k0 < w.cols; k0 += w.block_cols) {
+    const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
+    int64_t i = k0;
+    for (; i + 32 <= k1; i += 32) fn(i, true);
+    for (; i < k1; i += 8) fn(i, false);
+  }
+}
+
+// Activations as the segmented chains read them: x' [n_tokens, cols] = x times 2^64, each
+// whole 32-column chunk of a scale block permuted to chunk32_element order.
+void chain_activations(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out) {
+  const float f = std::ldexp(1.0f, kActivationExponent);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xt = x + t * w.cols;
+    float* ot = out + t * w.cols;
+    for_each_step(w, [&](int64_t i, bool chunk32) {
+      if (chunk32) {
+        for (int e = 0; e < 32; ++e) ot[i + e] = xt[i + chunk32_element(e)] * f;
+      } else {
+        for (int64_t e = i; e < std::min(w.cols, i + 8); ++e) ot[e] = xt[e] * f;
+      }
+    });
+  }
+}
+
+// Per-thread activations buffer (kept between calls: allocating prefill-sized buffers on every
+// matmul would fault fresh pages each time).
+float* chain_activations_buffer(size_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
+}
+
+// Row `row`'s panel values into out[padded_cols(cols)], tail zero: the chains' values and
+// order when segmented, else the dequantized weights in order.
 ZEN_TARGET_AVX2 void decode_row(const Fp8Matrix& w, int64_t row, float* out) {
   const uint8_t* wr = w.data + static_cast<size_t>(row) * static_cast<size_t>(w.cols);
   const int64_t kp = padded_cols(w.cols);
@@ -82,21 +154,22 @@ ZEN_TARGET_AVX2 void decode_row(const Fp8Matrix& w, int64_t row, float* out) {
     std::fill(out + w.cols, out + kp, 0.0f);
     return;
   }
-  int64_t i = 0;
-  for (; i + 16 <= w.cols; i += 16) {
-    __m256 w0, w1;
-    e4m3x16_scaled(wr + i, &w0, &w1);
-    _mm256_storeu_ps(out + i, w0);
-    _mm256_storeu_ps(out + i + 8, w1);
-  }
-  for (; i < w.cols; i += 8) _mm256_storeu_ps(out + i, e4m3x8_tail(wr + i, w.cols - i));
+  for_each_step(w, [&](int64_t i, bool chunk32) ZEN_TARGET_AVX2 {
+    if (chunk32) {
+      __m256 v[4];
+      e4m3x32_f32(wr + i, v);
+      for (int j = 0; j < 4; ++j) _mm256_storeu_ps(out + i + 8 * j, v[j]);
+    } else {
+      _mm256_storeu_ps(out + i, w.cols - i >= 8 ? e4m3x8_f32(wr + i) : e4m3x8_f32_tail(wr + i, w.cols - i));
+    }
+  });
 }
 
-// The row's block scales times 2^8 (undoing the decode's 2^-8 exactly): out[scale_cols()].
+// The row's block scales times 2^56 (see kActivationExponent): out[scale_cols()].
 void segment_scales(const void* ctx, int64_t row, float* out) {
   const auto& w = *static_cast<const Fp8Matrix*>(ctx);
   const float* scales = row_scales(w, row);
-  for (int64_t cb = 0; cb < w.scale_cols(); ++cb) out[cb] = scales[cb] * 256.0f;
+  for (int64_t cb = 0; cb < w.scale_cols(); ++cb) out[cb] = scales[cb] * kSegmentScaleFactor;
 }
 
 ZEN_TARGET_AVX2 void decode_panel_avx2(const void* ctx, int64_t r0, int64_t n, float* panel) {
@@ -104,8 +177,9 @@ ZEN_TARGET_AVX2 void decode_panel_avx2(const void* ctx, int64_t r0, int64_t n, f
   for (int64_t i = 0; i < n; ++i) decode_row(w, r0 + i, panel + i * padded_cols(w.cols));
 }
 
-// y[r] for R rows from r0, one token, in fp_gemm.h's segmented order (requires segmented());
-// the rows share the x loads and give the FMA chains R-way independence.
+// y[r] for R rows from r0, one token x' (chain_activations), in fp_gemm.h's segmented order
+// over the chains' columns (requires segmented()); the rows share the x' loads and give the
+// FMA chains R-way independence.
 template <int R>
 ZEN_TARGET_AVX2 void gemv_rows(const Fp8Matrix& w, int64_t r0, const float* x, float* y) {
   const uint8_t* wr[R];
@@ -125,7 +199,7 @@ ZEN_TARGET_AVX2 void gemv_rows(const Fp8Matrix& w, int64_t r0, const float* x, f
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     int64_t i = k0;
     for (; i + 32 <= k1; i += 32) {
-      if constexpr (R == 4) {  // as below: the next rows, one line per row per step
+      if constexpr (R == 4) {  // the next R rows (contiguous after these), two lines per row per step
         _mm_prefetch(reinterpret_cast<const char*>(wr[0] + R * w.cols + R * i), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(wr[0] + R * w.cols + R * i + 64), _MM_HINT_T0);
       }
@@ -133,39 +207,27 @@ ZEN_TARGET_AVX2 void gemv_rows(const Fp8Matrix& w, int64_t r0, const float* x, f
       const __m256 x2 = _mm256_loadu_ps(x + i + 16), x3 = _mm256_loadu_ps(x + i + 24);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        __m256 w[4];
-        e4m3x32_scaled(wr[r] + i, w);
-        acc[r] = _mm256_fmadd_ps(w[0], x0, acc[r]);
-        acc[r] = _mm256_fmadd_ps(w[1], x1, acc[r]);
-        acc[r] = _mm256_fmadd_ps(w[2], x2, acc[r]);
-        acc[r] = _mm256_fmadd_ps(w[3], x3, acc[r]);
-      }
-    }
-    for (; i + 16 <= k1; i += 16) {
-      // The R rows are R short streams; fetch the next R rows (contiguous after these) one
-      // line per step, which covers them exactly by the end of this pass.
-      if constexpr (R == 4) _mm_prefetch(reinterpret_cast<const char*>(wr[0] + R * w.cols + R * i), _MM_HINT_T0);
-      const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        __m256 w0, w1;
-        e4m3x16_scaled(wr[r] + i, &w0, &w1);
-        acc[r] = _mm256_fmadd_ps(w0, x0, acc[r]);
-        acc[r] = _mm256_fmadd_ps(w1, x1, acc[r]);
+        __m256 v[4];
+        e4m3x32_f32(wr[r] + i, v);
+        acc[r] = _mm256_fmadd_ps(v[0], x0, acc[r]);
+        acc[r] = _mm256_fmadd_ps(v[1], x1, acc[r]);
+        acc[r] = _mm256_fmadd_ps(v[2], x2, acc[r]);
+        acc[r] = _mm256_fmadd_ps(v[3], x3, acc[r]);
       }
     }
     for (; i + 8 <= k1; i += 8) {
       const __m256 xv = _mm256_loadu_ps(x + i);
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(e4m3x8_scaled(wr[r] + i), xv, acc[r]);
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(e4m3x8_f32(wr[r] + i), xv, acc[r]);
     }
     if (i < k1) {  // the row's last, partial chunk
       const __m256 xv = _mm256_maskload_ps(x + i, tail_mask(k1 - i));
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(e4m3x8_tail(wr[r] + i, k1 - i), xv, acc[r]);
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(e4m3x8_f32_tail(wr[r] + i, k1 - i), xv, acc[r]);
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) total[r] = _mm256_fmadd_ps(acc[r], _mm256_set1_ps(scales[r][cb] * 256.0f), total[r]);
+    for (int r = 0; r < R; ++r)
+      total[r] = _mm256_fmadd_ps(acc[r], _mm256_set1_ps(scales[r][cb] * kSegmentScaleFactor), total[r]);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) y[r] = hsum(total[r]);  // y: [R]
@@ -184,6 +246,7 @@ ZEN_TARGET_AVX2 float decoded_row_dot(const Fp8Matrix& w, int64_t row, const flo
   return hsum(acc);
 }
 
+// x: the activations as given when not segmented, else x' (chain_activations).
 ZEN_TARGET_AVX2 void gemv_avx2(const void* ctx, int64_t r0, int64_t r1, const float* x, float* y) {
   const auto& w = *static_cast<const Fp8Matrix*>(ctx);
   if (!segmented(w)) {
@@ -197,8 +260,10 @@ ZEN_TARGET_AVX2 void gemv_avx2(const void* ctx, int64_t r0, int64_t r1, const fl
 
 ZEN_TARGET_AVX2 float fp8_row_dot_avx2(const Fp8Matrix& w, int64_t row, const float* x) {
   if (!segmented(w)) return decoded_row_dot(w, row, x);
+  float* xc = chain_activations_buffer(static_cast<size_t>(w.cols));
+  chain_activations(w, x, 1, xc);
   float y = 0.0f;
-  gemv_rows<1>(w, row, x, &y);
+  gemv_rows<1>(w, row, xc, &y);
   return y;
 }
 #endif
@@ -266,11 +331,12 @@ void fp8_matmul(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* y, 
   if (use_avx2()) {
     FpGemmFormat f{&w, w.rows, w.cols, static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols),
                    decode_panel_avx2, gemv_avx2};
-    if (segmented(w)) {
-      f.segment = w.block_cols;
-      f.segment_scales = segment_scales;
-    }
-    return fp_gemm_avx2(f, x, n_tokens, y, pool);
+    if (!segmented(w)) return fp_gemm_avx2(f, x, n_tokens, y, pool);
+    f.segment = w.block_cols;
+    f.segment_scales = segment_scales;
+    float* xc = chain_activations_buffer(static_cast<size_t>(n_tokens * w.cols));
+    chain_activations(w, x, n_tokens, xc);
+    return fp_gemm_avx2(f, xc, n_tokens, y, pool);
   }
 #endif
   rowwise_matmul(row_dot_thunk, &w, w.rows, w.cols, static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols), x,

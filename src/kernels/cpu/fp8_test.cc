@@ -128,10 +128,15 @@ TEST_P(Fp8MatrixTest, BatchAndThreadInvariant) {
   }
 }
 
+// Position i of a whole 32-column chunk in the AVX2 chains holds this element of the chunk
+// (fp8.cc: two 16-byte halves, 4 bytes at a time, shuffled to the tops of 32-bit lanes).
+int chunk32_element(int i) { return (i % 8 < 4) ? 4 * (i / 8) + i % 8 : 16 + 4 * (i / 8) + i % 8 - 4; }
+
 // With AVX2 the product is bit for bit fp_gemm.h's order, at every token of a batch that spans
-// several row panels and token tiles: with 8-column-aligned scale blocks, chains over the E4M3
-// values per block folded with the block scales; with odd block widths, one chain over the
-// dequantized row.
+// several row panels and token tiles. With 8-column-aligned scale blocks: chains over the
+// E4M3 values times 2^-120 against the activations times 2^64, each scale block's whole
+// 32-column chunks in chunk32_element order, folded with the block scales times 2^56. With odd
+// block widths: one chain over the dequantized row in order.
 TEST_P(Fp8MatrixTest, SimdMatmulFollowsTheFpGemmOrder) {
   if (!use_avx2()) GTEST_SKIP() << "no AVX2";
   std::mt19937 rng(13);
@@ -141,19 +146,27 @@ TEST_P(Fp8MatrixTest, SimdMatmulFollowsTheFpGemmOrder) {
   std::vector<float> y(static_cast<size_t>(T * m_.rows)), row(static_cast<size_t>(m_.cols));
   fp8_matmul(m_, x.data(), T, y.data(), two);
   const bool segmented = m_.block_cols % 8 == 0 || m_.block_cols >= m_.cols;
-  std::vector<float> scales(static_cast<size_t>(m_.scale_cols()));
+  // Column order of the chains: per block, its whole 32-column chunks permuted, the rest as is.
+  std::vector<int64_t> order(static_cast<size_t>(m_.cols));
+  for (int64_t k = 0; k < m_.cols; ++k) order[k] = k;
+  for (int64_t k0 = 0; segmented && k0 < m_.cols; k0 += m_.block_cols)
+    for (int64_t i = k0; i + 32 <= std::min(m_.cols, k0 + m_.block_cols); i += 32)
+      for (int e = 0; e < 32; ++e) order[i + e] = i + chunk32_element(e);
+  std::vector<float> scales(static_cast<size_t>(m_.scale_cols())), xt(static_cast<size_t>(m_.cols));
   for (int64_t r = 0; r < m_.rows; ++r) {
     if (segmented) {
-      for (int64_t k = 0; k < m_.cols; ++k) row[k] = e4m3_to_f32(m_.data[r * m_.cols + k]) / 256.0f;
+      for (int64_t k = 0; k < m_.cols; ++k) row[k] = std::ldexp(e4m3_to_f32(m_.data[r * m_.cols + order[k]]), -120);
       for (int64_t cb = 0; cb < m_.scale_cols(); ++cb)
-        scales[cb] = m_.scales[(r / m_.block_rows) * m_.scale_cols() + cb] * 256.0f;
+        scales[cb] = m_.scales[(r / m_.block_rows) * m_.scale_cols() + cb] * std::ldexp(1.0f, 56);
     } else {
       fp8_dequantize_row(m_, r, row.data());
     }
     for (int64_t t = 0; t < T; ++t) {
-      const float* xt = x.data() + t * m_.cols;
-      const float expected = segmented ? testing::fp_gemm_segmented_dot(row.data(), xt, m_.cols, m_.block_cols, scales.data())
-                                       : testing::fp_gemm_order_dot(row.data(), xt, m_.cols);
+      for (int64_t k = 0; k < m_.cols; ++k)
+        xt[k] = segmented ? std::ldexp(x[t * m_.cols + order[k]], 64) : x[t * m_.cols + k];
+      const float expected = segmented
+                                 ? testing::fp_gemm_segmented_dot(row.data(), xt.data(), m_.cols, m_.block_cols, scales.data())
+                                 : testing::fp_gemm_order_dot(row.data(), xt.data(), m_.cols);
       ASSERT_EQ(expected, y[t * m_.rows + r]) << "r " << r << " t " << t;
     }
   }
