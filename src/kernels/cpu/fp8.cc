@@ -20,6 +20,8 @@
 
 #if ZEN_HAVE_X86_SIMD
 #include <immintrin.h>
+#elif ZEN_HAVE_NEON
+#include <arm_neon.h>
 #endif
 
 namespace zen::kernels {
@@ -268,6 +270,43 @@ ZEN_TARGET_AVX2 float fp8_row_dot_avx2(const Fp8Matrix& w, int64_t row, const fl
 }
 #endif
 
+#if ZEN_HAVE_NEON
+// 8 E4M3 bytes -> two 4-lane f32 vectors of the values times 2^-8: each byte in the high half
+// of a 16-bit lane, shifted right arithmetically by one with the sign copy cleared, is the
+// f16 whose exponent bias is 15 instead of 7 (subnormals included); FCVTL widens it exactly.
+inline void e4m3x8_neon(const uint8_t* p, float32x4_t* lo, float32x4_t* hi) {
+  const int16x8_t h = vshlq_n_s16(vreinterpretq_s16_u16(vmovl_u8(vld1_u8(p))), 8);
+  const uint16x8_t bits = vandq_u16(vreinterpretq_u16_s16(vshrq_n_s16(h, 1)), vdupq_n_u16(0xBFFF));
+  const float16x8_t f = vreinterpretq_f16_u16(bits);
+  *lo = vcvt_f32_f16(vget_low_f16(f));
+  *hi = vcvt_high_f32_f16(f);
+}
+
+// One row: per scale block two 4-lane FMA chains over the E4M3 values times 2^-8, summed and
+// folded with the block scale times 2^8; the block's last < 8 columns go through a padded copy.
+float fp8_row_dot_neon(const Fp8Matrix& w, int64_t row, const float* x) {
+  const uint8_t* wr = w.data + static_cast<size_t>(row) * static_cast<size_t>(w.cols);
+  const float* scales = row_scales(w, row);
+  float total = 0.0f;
+  int64_t cb = 0;
+  for (int64_t k0 = 0; k0 < w.cols; k0 += w.block_cols, ++cb) {
+    const int64_t k1 = std::min(w.cols, k0 + w.block_cols);
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0;
+    int64_t i = k0;
+    for (; i + 8 <= k1; i += 8) {
+      float32x4_t lo, hi;
+      e4m3x8_neon(wr + i, &lo, &hi);
+      a0 = vfmaq_f32(a0, lo, vld1q_f32(x + i));
+      a1 = vfmaq_f32(a1, hi, vld1q_f32(x + i + 4));
+    }
+    float block = vaddvq_f32(vaddq_f32(a0, a1));
+    for (; i < k1; ++i) block += e4m3_table()[wr[i]] / 256.0f * x[i];
+    total += block * (scales[cb] * 256.0f);
+  }
+  return total;
+}
+#endif
+
 float row_dot_thunk(const void* ctx, int64_t row, const float* x) {
   return fp8_row_dot(*static_cast<const Fp8Matrix*>(ctx), row, x);
 }
@@ -315,6 +354,8 @@ float ref::fp8_row_dot(const Fp8Matrix& w, int64_t row, const float* x) {
 float fp8_row_dot(const Fp8Matrix& w, int64_t row, const float* x) {
 #if ZEN_HAVE_X86_SIMD
   if (use_avx2()) return fp8_row_dot_avx2(w, row, x);
+#elif ZEN_HAVE_NEON
+  if (use_neon()) return fp8_row_dot_neon(w, row, x);
 #endif
   return ref::fp8_row_dot(w, row, x);
 }
