@@ -234,6 +234,29 @@ std::vector<std::string> Checkpoint::tensor_names() const {
 void Checkpoint::release_pages(const TensorView& t) const {
   if (gguf_) gguf_->file().drop_pages(t.data, t.nbytes);
   for (const auto& s : shards_) s->file().drop_pages(t.data, t.nbytes);
+  released_.push_back(&t);
+}
+
+void Checkpoint::release_loader_pages() const {
+  // Per file, neighbouring tensors merge into one range, so the page they share goes too.
+  const auto release_in = [&](const MappedFile& file) {
+    std::vector<std::pair<const uint8_t*, const uint8_t*>> ranges;
+    for (const TensorView* t : released_)
+      if (file.contains(t->data, t->nbytes)) ranges.emplace_back(t->data, t->data + t->nbytes);
+    std::sort(ranges.begin(), ranges.end());
+    // A gap under a page (alignment padding, a small tensor) goes too: a read maps it back.
+    constexpr ptrdiff_t kGap = 4096;
+    for (size_t i = 0; i < ranges.size();) {
+      auto [begin, end] = ranges[i];
+      for (++i; i < ranges.size() && ranges[i].first - end < kGap; ++i) end = std::max(end, ranges[i].second);
+      file.drop_pages(begin, static_cast<size_t>(end - begin));
+    }
+  };
+  if (gguf_) {
+    gguf_->file().drop_pages(gguf_->file().data(), gguf_->data_offset());
+    release_in(gguf_->file());
+  }
+  for (const auto& s : shards_) release_in(s->file());
 }
 
 size_t Checkpoint::total_bytes() const {

@@ -63,6 +63,11 @@ class Checkpoint {
   // Drops the pages of a tensor of this checkpoint from the resident set (after the model
   // copied it into another layout); a no-op for memory that is not this checkpoint's.
   void release_pages(const TensorView& t) const;
+  // Once loading is done: drops again the pages of every tensor given to release_pages (a
+  // later read of its neighbour in the file can map a whole page-cache folio, up to 2 MB,
+  // that overlaps it) and the GGUF metadata's (read by the config and the tokenizer). Only
+  // residency changes: a later read of those bytes maps them back in from the page cache.
+  void release_loader_pages() const;
 
   std::vector<std::string> tensor_names() const;  // sorted
   size_t total_bytes() const;                     // bytes of all tensor data
@@ -83,6 +88,7 @@ class Checkpoint {
   std::vector<std::string> missing_;
   std::vector<std::string> mismatched_;
   std::map<std::string, std::string> weight_map_;  // tensor -> shard file (sharded folders)
+  mutable std::vector<const TensorView*> released_;  // given to release_pages
 };
 
 }  // namespace zen

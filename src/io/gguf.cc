@@ -197,32 +197,25 @@ void read_array(Cursor& in, const std::string& path, std::string_view key, GgufV
   if (v.array_type == GgufType::ARRAY)
     fail(path, ": metadata key '", key, "' is an array of arrays, which is not supported");
   if (v.array_type == GgufType::STRING) {
-    // Each string needs at least its 8-byte length: bounds the count before reserving.
+    // Each string needs at least its 8-byte length: bounds the count before walking.
     if (count > in.remaining() / 8)
       fail(path, ": metadata key '", key, "' claims ", count, " strings but only ",
            in.remaining(), " bytes remain");
-    v.strings.reserve(static_cast<size_t>(count));
-    for (uint64_t j = 0; j < count; ++j) v.strings.emplace_back(in.read_string("array string"));
+    // Validated here, read in place later (GgufStringArray): nothing is copied.
+    const uint8_t* begin = in.here();
+    const uint8_t* last = begin;
+    for (uint64_t j = 0; j < count; ++j) {
+      last = in.here();
+      in.read_string("array string");
+    }
+    v.strings = GgufStringArray(begin, in.here(), last, static_cast<size_t>(count));
     return;
   }
   const size_t elem = scalar_size(v.array_type);
   if (count > in.remaining() / elem)
     fail(path, ": metadata key '", key, "' claims ", count, " ", gguf_type_name(v.array_type),
          " elements but only ", in.remaining(), " bytes remain");
-  v.numbers.resize(static_cast<size_t>(count));
-  const uint8_t* p = in.here();
-  for (size_t j = 0; j < v.numbers.size(); ++j, p += elem) {
-    const Scalar s = decode_scalar(v.array_type, p);
-    if (is_float_type(v.array_type)) {
-      v.numbers[j] = s.f;
-    } else if (v.array_type == GgufType::U64) {
-      uint64_t raw;
-      std::memcpy(&raw, p, 8);
-      v.numbers[j] = static_cast<double>(raw);
-    } else {
-      v.numbers[j] = static_cast<double>(s.i);
-    }
-  }
+  v.numbers = GgufNumberArray(in.here(), v.array_type, static_cast<size_t>(count));
   in.skip(static_cast<size_t>(count) * elem);
 }
 
@@ -296,6 +289,25 @@ constexpr uint64_t kMinKvBytes = 8 + 4 + 1;
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;
 
 }  // namespace
+
+double GgufNumberArray::operator[](size_t i) const {
+  const uint8_t* p = data_ + i * scalar_size(type_);
+  if (is_float_type(type_)) return decode_scalar(type_, p).f;
+  if (type_ == GgufType::U64) {  // above the int64 range too (decode_scalar zeroes those)
+    uint64_t raw;
+    std::memcpy(&raw, p, sizeof(raw));
+    return static_cast<double>(raw);
+  }
+  return static_cast<double>(decode_scalar(type_, p).i);
+}
+
+bool GgufNumberArray::operator==(const std::vector<double>& other) const {
+  return other.size() == size() && std::equal(begin(), end(), other.begin());
+}
+
+bool GgufStringArray::operator==(const std::vector<std::string>& other) const {
+  return other.size() == size() && std::equal(begin(), end(), other.begin());
+}
 
 bool GgufValue::is_int() const { return is_int_type(type); }
 bool GgufValue::is_float() const { return is_float_type(type); }

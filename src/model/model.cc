@@ -52,6 +52,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     model = std::make_unique<HybridModel>(std::move(ckpt), std::move(cfg), nullptr, opts);
   else
     model = std::make_unique<DenseModel>(std::move(ckpt), std::move(cfg), nullptr, opts);
+  // Before the tokenizer's tables are built and again after (it reads the GGUF metadata), so
+  // neither peak holds pages the packed copies have replaced.
+  model->checkpoint().release_loader_pages();
   if (opts.load_tokenizer) {
     if (gguf != nullptr) {
       model->attach_tokenizer(Tokenizer::from_gguf(*gguf));
@@ -61,6 +64,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
       model->attach_tokenizer(Tokenizer::load(folder));
     }
   }
+  model->checkpoint().release_loader_pages();
   return model;
 }
 

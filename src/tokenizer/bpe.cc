@@ -63,9 +63,9 @@ const BpeMerges::Slot* BpeMerges::find(int32_t left, int32_t right) const {
   }
 }
 
-void BpeMerges::grow() {
+void BpeMerges::rehash(size_t slot_count) {
   std::vector<Slot> old = std::move(slots_);
-  slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
+  slots_.assign(slot_count, Slot{});
   const size_t mask = slots_.size() - 1;
   for (const Slot& s : old) {
     if (s.key == kEmpty) continue;
@@ -76,11 +76,14 @@ void BpeMerges::grow() {
 }
 
 void BpeMerges::reserve(size_t count) {
-  while (slots_.size() < count * 2) grow();
+  // One allocation of the final size (doubling step by step held 1.5x of it at the peak).
+  size_t size = slots_.empty() ? 1024 : slots_.size();
+  while (!fits(count, size)) size *= 2;
+  if (size != slots_.size()) rehash(size);
 }
 
 void BpeMerges::add(int32_t left, int32_t right, int32_t merged, int32_t rank, bool overwrite) {
-  if ((count_ + 1) * 2 > slots_.size()) grow();
+  if (!fits(count_ + 1, slots_.size())) rehash(slots_.empty() ? 1024 : slots_.size() * 2);
   const uint64_t key = key_of(left, right);
   const size_t mask = slots_.size() - 1;
   size_t i = (key * 0x9E3779B97F4A7C15ull) >> 20 & mask;

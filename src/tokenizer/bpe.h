@@ -42,10 +42,12 @@ class BpeMerges {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
   const Slot* find(int32_t left, int32_t right) const;
-  void grow();
+  // Filled up to 3/4: 4 MB for 151k merges; a miss scans a few adjacent 16-byte slots.
+  static bool fits(size_t count, size_t slots) { return count * 4 <= slots * 3; }
+  void rehash(size_t slot_count);
 
   std::array<int32_t, 256> byte_tokens_{};
-  std::vector<Slot> slots_;  // open addressing, power-of-two size
+  std::vector<Slot> slots_;  // open addressing, linear probing, power-of-two size
   size_t count_ = 0;
 };
 

@@ -38,11 +38,11 @@ class ByteLevelBpeTokenizer final : public VocabTokenizer {
   }
 
   // Loading (the loaders below fill these in order).
-  void set_token(int32_t id, std::string text, uint8_t attr);
+  void set_token(int32_t id, std::string_view text, uint8_t attr);
   void finish_vocab();  // byte tokens, decoded bytes
   void add_merge(std::string_view left, std::string_view right, int32_t rank);
-  void reserve(size_t tokens, size_t merges) {
-    texts_.reserve(tokens);
+  void reserve(size_t tokens, size_t text_bytes, size_t merges) {
+    texts_.reserve(tokens, text_bytes);
     attrs_.reserve(tokens);
     merges_.reserve(merges);
   }
@@ -74,7 +74,7 @@ class ByteLevelBpeTokenizer final : public VocabTokenizer {
   std::string scratch_;  // merge concatenation while loading
 };
 
-void ByteLevelBpeTokenizer::set_token(int32_t id, std::string text, uint8_t attr) {
+void ByteLevelBpeTokenizer::set_token(int32_t id, std::string_view text, uint8_t attr) {
   if (id < 0) fail("tokenizer: negative token id ", id);
   if (id >= (1 << 24)) fail("tokenizer: token id ", id, " is implausibly large");
   if (static_cast<size_t>(id) >= texts_.size()) {
@@ -83,13 +83,14 @@ void ByteLevelBpeTokenizer::set_token(int32_t id, std::string text, uint8_t attr
   }
   // An added token may take over a vocabulary id; two vocabulary tokens may not share one.
   if (attrs_[id] != 0 && attr == kAttrNormal) fail("tokenizer: token id ", id, " is used twice");
-  texts_[id] = std::move(text);
+  texts_.set(static_cast<size_t>(id), text);
   attrs_[id] = attr | kAttrPresent;
 }
 
 void ByteLevelBpeTokenizer::finish_vocab() {
   // Text -> id. HF: added tokens win over vocabulary entries with the same text; llama.cpp
   // refuses duplicate texts.
+  texts_.shrink_to_fit();
   index_.reset(&texts_, texts_.size());
   for (int32_t pass = 0; pass < 2; ++pass) {
     for (int32_t id = 0; id < vocab_size(); ++id) {
@@ -106,18 +107,20 @@ void ByteLevelBpeTokenizer::finish_vocab() {
     byte_tokens[b] = index_.find(bytes_to_byte_level(std::string(1, static_cast<char>(b))));
   }
   merges_.set_byte_tokens(byte_tokens);
-  token_bytes_.assign(texts_.size(), std::string());
+  token_bytes_.resize(texts_.size());
+  token_bytes_.reserve(texts_.size(), texts_.arena_bytes());  // decoding never lengthens a text
   std::string bytes;
   for (size_t id = 0; id < texts_.size(); ++id) {
     const uint8_t attr = attrs_[id];
     if (attr & (kAttrControl | kAttrUserDefined | kAttrUnknown)) {
-      token_bytes_[id] = texts_[id];  // added tokens decode to their content
+      token_bytes_.set(id, texts_[id]);  // added tokens decode to their content
     } else if (attr & kAttrNormal) {
       // HF's ByteLevel decoder keeps a token verbatim if it is not in the byte alphabet.
-      token_bytes_[id] = byte_level_to_bytes(texts_[id], bytes) ? bytes : texts_[id];
+      token_bytes_.set(id, byte_level_to_bytes(texts_[id], bytes) ? std::string_view(bytes) : texts_[id]);
     }
     // Unused / undefined tokens decode to nothing (llama.cpp).
   }
+  token_bytes_.shrink_to_fit();
 }
 
 void ByteLevelBpeTokenizer::add_merge(std::string_view left, std::string_view right,
@@ -521,26 +524,28 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_gguf(const GgufFile& gguf) {
   tok->pre_.kind = pre.kind;
   tok->ignore_merges_ = pre.ignore_merges;
 
-  const std::vector<std::string>& tokens = gguf_string_array(gguf, "tokenizer.ggml.tokens", true);
-  const std::vector<double>& types = gguf_number_array(gguf, "tokenizer.ggml.token_type");
+  const GgufStringArray& tokens = gguf_string_array(gguf, "tokenizer.ggml.tokens", true);
+  const GgufNumberArray& types = gguf_number_array(gguf, "tokenizer.ggml.token_type");
   if (!types.empty() && types.size() < tokens.size()) {
     fail(gguf.path(), ": ", types.size(), " token types for ", tokens.size(), " tokens");
   }
-  const std::vector<std::string>& merges = gguf_string_array(gguf, "tokenizer.ggml.merges", true);
+  const GgufStringArray& merges = gguf_string_array(gguf, "tokenizer.ggml.merges", true);
   if (tokens.size() >= (1u << 24)) fail(gguf.path(), ": ", tokens.size(), " tokens is implausibly many");
-  tok->reserve(tokens.size(), merges.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    std::string text = tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : tokens[i];
+  tok->reserve(tokens.size(), tokens.text_bytes(), merges.size());
+  size_t i = 0;
+  for (const std::string_view token : tokens) {
+    const std::string empty_name = token.empty() ? "[EMPTY_" + std::to_string(i) + "]" : "";
+    const std::string_view text = token.empty() ? std::string_view(empty_name) : token;
     uint8_t attr = gguf_token_attr(types, i);
     if (llama_cpp_forces_control(text)) attr |= kAttrControl;
-    tok->set_token(static_cast<int32_t>(i), std::move(text), attr);
+    tok->set_token(static_cast<int32_t>(i++), text, attr);
   }
   tok->finish_vocab();
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const size_t space = merges[i].find(' ', 1);  // llama.cpp: first space after position 0
-    if (space == std::string::npos) continue;
-    tok->add_merge(std::string_view(merges[i]).substr(0, space),
-                   std::string_view(merges[i]).substr(space + 1), static_cast<int32_t>(i));
+  int32_t rank = 0;
+  for (const std::string_view merge : merges) {
+    const size_t space = merge.find(' ', 1);  // llama.cpp: first space after position 0
+    if (space != std::string_view::npos) tok->add_merge(merge.substr(0, space), merge.substr(space + 1), rank);
+    ++rank;
   }
 
   tok->build_special_cache();

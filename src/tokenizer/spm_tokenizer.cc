@@ -56,39 +56,47 @@ class SpmTokenizer final : public VocabTokenizer {
 };
 
 SpmTokenizer::SpmTokenizer(const GgufFile& gguf) {
-  texts_ = gguf_string_array(gguf, "tokenizer.ggml.tokens", true);
-  const std::vector<double>& scores = gguf_number_array(gguf, "tokenizer.ggml.scores");
-  const std::vector<double>& types = gguf_number_array(gguf, "tokenizer.ggml.token_type");
-  const size_t n = texts_.size();
+  const GgufStringArray& tokens = gguf_string_array(gguf, "tokenizer.ggml.tokens", true);
+  const GgufNumberArray& scores = gguf_number_array(gguf, "tokenizer.ggml.scores");
+  const GgufNumberArray& types = gguf_number_array(gguf, "tokenizer.ggml.token_type");
+  const size_t n = tokens.size();
   if (n >= (1u << 24)) fail(gguf.path(), ": ", n, " tokens is implausibly many");
   if (!scores.empty() && scores.size() < n) fail(gguf.path(), ": fewer scores than tokens");
   if (!types.empty() && types.size() < n) fail(gguf.path(), ": fewer token types than tokens");
   scores_.assign(n, 0.0f);
   attrs_.assign(n, kAttrNormal);
-  token_bytes_.assign(n, std::string());
+  texts_.resize(n);
+  texts_.reserve(n, tokens.text_bytes());
+  token_bytes_.resize(n);
+  token_bytes_.reserve(n, tokens.text_bytes());
   index_.reset(&texts_, n);
-  for (size_t i = 0; i < n; ++i) {
-    if (texts_[i].empty()) texts_[i] = "[EMPTY_" + std::to_string(i) + "]";
+  size_t i = 0;
+  for (const std::string_view token : tokens) {
+    const std::string empty_name = token.empty() ? "[EMPTY_" + std::to_string(i) + "]" : "";
+    texts_.set(i, token.empty() ? std::string_view(empty_name) : token);
     if (index_.insert(static_cast<int32_t>(i), /*overwrite=*/false) >= 0) {
       fail(gguf.path(), ": duplicate token '", texts_[i], "'");
     }
     if (!scores.empty()) scores_[i] = static_cast<float>(scores[i]);
     attrs_[i] = gguf_token_attr(types, i);
-    if (llama_cpp_forces_control(texts_[i])) attrs_[i] |= kAttrControl;
+    const std::string_view t = texts_[i];  // valid until texts_ changes again
+    if (llama_cpp_forces_control(t)) attrs_[i] |= kAttrControl;
     const uint8_t attr = attrs_[i];
-    const std::string& t = texts_[i];
     if (attr & (kAttrControl | kAttrUnknown | kAttrUserDefined)) {
-      token_bytes_[i] = t;
+      token_bytes_.set(i, t);
     } else if (attr & kAttrNormal) {
-      token_bytes_[i] = replace_all(t, kSpaceMark, " ");
+      token_bytes_.set(i, replace_all(t, kSpaceMark, " "));
     } else if (attr & kAttrByte) {
       if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>' || hex_value(t[3]) < 0 ||
           hex_value(t[4]) < 0) {
         fail(gguf.path(), ": byte token ", i, " is '", t, "', not <0xXX>");
       }
-      token_bytes_[i] = std::string(1, static_cast<char>(hex_value(t[3]) * 16 + hex_value(t[4])));
+      token_bytes_.set(i, std::string(1, static_cast<char>(hex_value(t[3]) * 16 + hex_value(t[4]))));
     }
+    ++i;
   }
+  texts_.shrink_to_fit();
+  token_bytes_.shrink_to_fit();
   // Byte fallback: <0xXX>, else the byte itself as a token (llama.cpp's byte_to_token).
   for (int b = 0; b < 256; ++b) {
     static const char* kHex = "0123456789ABCDEF";

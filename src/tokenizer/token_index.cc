@@ -20,10 +20,10 @@ uint64_t TokenIndex::hash_of(std::string_view s) {
   return h ^ (h >> 32);
 }
 
-void TokenIndex::reset(const std::vector<std::string>* texts, size_t expected_count) {
+void TokenIndex::reset(const StringTable* texts, size_t expected_count) {
   texts_ = texts;
   size_t size = 1024;
-  while (size < expected_count * 2) size *= 2;
+  while (!fits(expected_count, size)) size *= 2;
   slots_.assign(size, Slot{});
   count_ = 0;
 }
@@ -41,8 +41,8 @@ void TokenIndex::grow() {
 }
 
 int32_t TokenIndex::insert(int32_t id, bool overwrite) {
-  if ((count_ + 1) * 2 > slots_.size()) grow();
-  const std::string& text = (*texts_)[id];
+  if (!fits(count_ + 1, slots_.size())) grow();
+  const std::string_view text = (*texts_)[id];
   const uint32_t hash = static_cast<uint32_t>(hash_of(text));
   const size_t mask = slots_.size() - 1;
   for (size_t i = hash & mask;; i = (i + 1) & mask) {

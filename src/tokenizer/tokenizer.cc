@@ -149,7 +149,7 @@ uint8_t attr_from_gguf_type(int64_t type) {
   }
 }
 
-bool llama_cpp_forces_control(const std::string& text) {
+bool llama_cpp_forces_control(std::string_view text) {
   // End-of-generation and fill-in-the-middle names llama.cpp recognises (llama-vocab.cpp).
   if (text.size() < 3) return false;
   static constexpr std::string_view kNames[] = {
@@ -166,7 +166,7 @@ bool llama_cpp_forces_control(const std::string& text) {
   return false;
 }
 
-bool is_stop_token_name(const std::string& text) {
+bool is_stop_token_name(std::string_view text) {
   return text == "<|im_end|>" || text == "<|endoftext|>" || text == "<|eot_id|>" ||
          text == "<|end_of_text|>" || text == "<end_of_turn>" || text == "<|eom_id|>";
 }
@@ -190,9 +190,9 @@ std::string llama_cpp_decode(const Tokenizer& tok, const std::vector<int32_t>& i
   return options.clean_spaces ? clean_spaces(std::move(out)) : out;
 }
 
-const std::vector<std::string>& gguf_string_array(const GgufFile& gguf, const std::string& key,
-                                                  bool required) {
-  static const std::vector<std::string> kNone;
+const GgufStringArray& gguf_string_array(const GgufFile& gguf, const std::string& key,
+                                         bool required) {
+  static const GgufStringArray kNone;
   const GgufValue* v = gguf.find(key);
   if (v == nullptr) {
     if (required) fail(gguf.path(), ": missing ", key);
@@ -204,8 +204,8 @@ const std::vector<std::string>& gguf_string_array(const GgufFile& gguf, const st
   return v->strings;
 }
 
-const std::vector<double>& gguf_number_array(const GgufFile& gguf, const std::string& key) {
-  static const std::vector<double> kNone;
+const GgufNumberArray& gguf_number_array(const GgufFile& gguf, const std::string& key) {
+  static const GgufNumberArray kNone;
   const GgufValue* v = gguf.find(key);
   if (v == nullptr) return kNone;
   if (v->type != GgufType::ARRAY || v->array_type == GgufType::STRING ||
@@ -215,7 +215,7 @@ const std::vector<double>& gguf_number_array(const GgufFile& gguf, const std::st
   return v->numbers;
 }
 
-uint8_t gguf_token_attr(const std::vector<double>& types, size_t i) {
+uint8_t gguf_token_attr(const GgufNumberArray& types, size_t i) {
   if (types.empty()) return kAttrNormal;
   const double t = types[i];
   return t >= 0 && t <= 6 ? attr_from_gguf_type(static_cast<int64_t>(t)) : 0;

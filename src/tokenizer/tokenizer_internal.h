@@ -3,10 +3,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "io/gguf.h"
+#include "tokenizer/string_table.h"
 #include "tokenizer/token_index.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,9 +29,9 @@ enum TokenAttr : uint8_t {
 // GGUF tokenizer.ggml.token_type values.
 uint8_t attr_from_gguf_type(int64_t type);
 // llama.cpp marks these end-of-generation / FIM names as control tokens whatever their type.
-bool llama_cpp_forces_control(const std::string& text);
+bool llama_cpp_forces_control(std::string_view text);
 // Names of tokens that end a chat turn, added to stop_ids when present.
-bool is_stop_token_name(const std::string& text);
+bool is_stop_token_name(std::string_view text);
 
 std::unique_ptr<Tokenizer> make_bpe_tokenizer_from_json(const nlohmann::json& tokenizer,
                                                         const nlohmann::json& config);
@@ -47,12 +50,12 @@ struct LlamaCppDecodeOptions {
 std::string llama_cpp_decode(const Tokenizer& tok, const std::vector<int32_t>& ids,
                              bool skip_special, const LlamaCppDecodeOptions& options);
 
-// Helpers for GGUF metadata (arrays are returned from the file's metadata, not copied).
-const std::vector<std::string>& gguf_string_array(const GgufFile& gguf, const std::string& key,
-                                                  bool required);
-const std::vector<double>& gguf_number_array(const GgufFile& gguf, const std::string& key);
+// Helpers for GGUF metadata (arrays are views into the file, valid while it is open).
+const GgufStringArray& gguf_string_array(const GgufFile& gguf, const std::string& key,
+                                         bool required);
+const GgufNumberArray& gguf_number_array(const GgufFile& gguf, const std::string& key);
 // tokenizer.ggml.token_type[i] as attributes (normal when the array is absent).
-uint8_t gguf_token_attr(const std::vector<double>& types, size_t i);
+uint8_t gguf_token_attr(const GgufNumberArray& types, size_t i);
 int32_t gguf_token_id(const GgufFile& gguf, const std::string& key, int32_t fallback,
                       int32_t vocab_size);
 
@@ -61,7 +64,7 @@ int32_t gguf_token_id(const GgufFile& gguf, const std::string& key, int32_t fall
 class VocabTokenizer : public Tokenizer {
  public:
   std::string token_bytes(int32_t id) const override {
-    return id >= 0 && id < vocab_size() ? token_bytes_[static_cast<size_t>(id)] : std::string();
+    return id >= 0 && id < vocab_size() ? std::string(token_bytes_[static_cast<size_t>(id)]) : std::string();
   }
   std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
     return llama_cpp_decode(*this, ids, skip_special, decode_options_);
@@ -77,8 +80,8 @@ class VocabTokenizer : public Tokenizer {
   }
 
  protected:
-  std::vector<std::string> texts_;        // as spelled in the vocabulary
-  std::vector<std::string> token_bytes_;  // what each token decodes to
+  StringTable texts_;        // as spelled in the vocabulary
+  StringTable token_bytes_;  // what each token decodes to
   std::vector<uint8_t> attrs_;
   TokenIndex index_{&texts_};
   LlamaCppDecodeOptions decode_options_;
