@@ -7,6 +7,10 @@
 
 #include "kernels/cpu/simd.h"
 
+#if ZEN_HAVE_NEON
+#include <arm_neon.h>
+#endif
+
 namespace zen::kernels {
 
 namespace ref {
@@ -290,11 +294,79 @@ ZEN_TARGET_AVX2 void run_avx2(float* S, int64_t dk, int64_t dv, int64_t n, const
 
 #endif
 
+#if ZEN_HAVE_NEON
+
+float dot_neon(const float* a, const float* b, int64_t n) {
+  float32x4_t acc = vdupq_n_f32(0.0f);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) acc = vfmaq_f32(acc, vld1q_f32(a + i), vld1q_f32(b + i));
+  float sum = vaddvq_f32(acc);
+  for (; i < n; ++i) sum = __builtin_fmaf(a[i], b[i], sum);
+  return sum;
+}
+
+// As finish_column for 4 columns.
+inline void finish_columns_neon(float32x4_t kv, float32x4_t qs, int64_t j, float kq, const DeltaRuleToken& t) {
+  const float32x4_t d = vmulq_n_f32(vfmsq_n_f32(vld1q_f32(t.v + j), kv, t.decay), t.beta);
+  vst1q_f32(t.delta + j, d);
+  vst1q_f32(t.out + j, vfmaq_n_f32(vmulq_n_f32(qs, t.decay), d, kq));
+}
+
+inline void finish_column_neon(float kv, float qs, int64_t j, float kq, const DeltaRuleToken& t) {
+  t.delta[j] = t.beta * __builtin_fmaf(-t.decay, kv, t.v[j]);
+  t.out[j] = __builtin_fmaf(kq, t.delta[j], t.decay * qs);
+}
+
+// Gather for columns [j, j + 4 kVecs): S^T k and S^T q in 2 kVecs accumulators, rows in order.
+template <int kVecs>
+void gather_block_neon(const float* S, int64_t dv, int64_t dk, int64_t j, float kq, const DeltaRuleToken& t) {
+  float32x4_t kv[kVecs], qs[kVecs];
+  for (int c = 0; c < kVecs; ++c) kv[c] = qs[c] = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < dk; ++i) {
+    const float* row = S + i * dv + j;
+    for (int c = 0; c < kVecs; ++c) {
+      const float32x4_t s = vld1q_f32(row + 4 * c);
+      kv[c] = vfmaq_n_f32(kv[c], s, t.k[i]);
+      qs[c] = vfmaq_n_f32(qs[c], s, t.q[i]);
+    }
+  }
+  for (int c = 0; c < kVecs; ++c) finish_columns_neon(kv[c], qs[c], j + 4 * c, kq, t);
+}
+
+void gather_neon(const float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
+  const float kq = dot_neon(t.k, t.q, dk);
+  int64_t j = 0;
+  for (; j + 16 <= dv; j += 16) gather_block_neon<4>(S, dv, dk, j, kq, t);
+  for (; j + 4 <= dv; j += 4) gather_block_neon<1>(S, dv, dk, j, kq, t);
+  for (; j < dv; ++j) {
+    float kv = 0.0f, qs = 0.0f;
+    for (int64_t i = 0; i < dk; ++i) {
+      kv = __builtin_fmaf(t.k[i], S[i * dv + j], kv);
+      qs = __builtin_fmaf(t.q[i], S[i * dv + j], qs);
+    }
+    finish_column_neon(kv, qs, j, kq, t);
+  }
+}
+
+void update_neon(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
+  for (int64_t i = 0; i < dk; ++i) {
+    float* row = S + i * dv;
+    int64_t c = 0;
+    for (; c + 4 <= dv; c += 4)
+      vst1q_f32(row + c, vfmaq_n_f32(vmulq_n_f32(vld1q_f32(t.delta + c), t.k[i]), vld1q_f32(row + c), t.decay));
+    for (; c < dv; ++c) row[c] = __builtin_fmaf(row[c], t.decay, t.k[i] * t.delta[c]);
+  }
+}
+
+#endif
+
 }  // namespace
 
 void delta_rule_gather_f32(const float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
 #if ZEN_HAVE_X86_SIMD
   if (use_avx2()) return gather_avx2(S, dk, dv, t);
+#elif ZEN_HAVE_NEON
+  if (use_neon()) return gather_neon(S, dk, dv, t);
 #endif
   ref::delta_rule_gather_f32(S, dk, dv, t);
 }
@@ -302,6 +374,8 @@ void delta_rule_gather_f32(const float* S, int64_t dk, int64_t dv, const DeltaRu
 void delta_rule_update_f32(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
 #if ZEN_HAVE_X86_SIMD
   if (use_avx2()) return update_avx2(S, dk, dv, t);
+#elif ZEN_HAVE_NEON
+  if (use_neon()) return update_neon(S, dk, dv, t);
 #endif
   ref::delta_rule_update_f32(S, dk, dv, t);
 }
@@ -311,8 +385,8 @@ void delta_rule_update_gather_f32(float* S, int64_t dk, int64_t dv, const DeltaR
 #if ZEN_HAVE_X86_SIMD
   if (use_avx2()) return update_gather_avx2(S, dk, dv, prev, next);
 #endif
-  ref::delta_rule_update_f32(S, dk, dv, prev);
-  ref::delta_rule_gather_f32(S, dk, dv, next);
+  delta_rule_update_f32(S, dk, dv, prev);
+  delta_rule_gather_f32(S, dk, dv, next);
 }
 
 void delta_rule_step_f32(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
@@ -325,7 +399,7 @@ void delta_rule_run_f32(float* S, int64_t dk, int64_t dv, int64_t n, const Delta
 #if ZEN_HAVE_X86_SIMD
   if (use_avx2()) return run_avx2(S, dk, dv, n, tokens);
 #endif
-  for (int64_t t = 0; t < n; ++t) ref::delta_rule_step_f32(S, dk, dv, tokens[t]);
+  for (int64_t t = 0; t < n; ++t) delta_rule_step_f32(S, dk, dv, tokens[t]);  // NEON: two passes a token
 }
 
 }  // namespace zen::kernels

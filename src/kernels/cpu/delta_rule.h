@@ -11,8 +11,8 @@
 // also walk S strip by strip.
 // Deterministic: every column's sums run over Dk in order, one FMA (AVX2) or multiply-add
 // (scalar reference) per step, whatever Dv is and whether or not the passes are fused, so
-// delta_rule_run over n tokens is bit-identical to n delta_rule_steps. The AVX2 path and the
-// reference differ only by that rounding.
+// delta_rule_run over n tokens is bit-identical to n delta_rule_steps. The AVX2 and NEON paths
+// and the reference differ only by that rounding (NEON runs two passes a token, unfused).
 #pragma once
 #include <cstdint>
 
