@@ -65,6 +65,9 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
     if (!w_.lm_head.valid()) w_.lm_head = w_.embed;
   }
   w_.lm_head.prepare_matmul(c);  // packs a tied embedding for its lm_head use
+  // Tied: the embedding reads its rows from that packed copy (dropped file pages would
+  // otherwise fault back in, a readahead window per looked-up token, on top of the copy).
+  if (w_.lm_head.weight == w_.embed.weight) w_.embed.packed = w_.lm_head.packed;
   c.ignore(R"(model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq)", "recomputed from the config");
   c.ignore("rope_freqs.weight", "recomputed from the config");
 

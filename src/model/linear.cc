@@ -360,6 +360,7 @@ void Linear::dequantize_row(int64_t row, float* out) const {
   ZEN_CHECK(row >= 0 && row < rows, name, " row ", row);
   switch (format) {
     case LinearFormat::Plain: {
+      if (packed) return packed->dequantize_row(row, out);  // the same bits; the file's pages stay released
       const size_t row_bytes = dtype_row_bytes(weight->dtype, cols);
       return kernels::dequantize_row(weight->dtype, weight->data + static_cast<size_t>(row) * row_bytes, out, cols);
     }

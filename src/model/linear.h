@@ -72,7 +72,7 @@ struct Linear {
   float input_scale = 0.0f;                     // ModelOpt static input scale; 0 when absent
   bool exact_activations = false;               // Nvfp4: never packed (f32 activations)
   // Plain block formats with a row-interleaved form, on CPUs that run it: the weights in that
-  // layout (matmul reads only this; `weight` stays for dequantize_row, i.e. embedding rows).
+  // layout (matmul and dequantize_row read only this: a tied embedding shares its lm_head's).
   std::shared_ptr<const kernels::PackedMatrix> packed;
 
   bool valid() const { return format != LinearFormat::Invalid; }

@@ -118,6 +118,67 @@ void read_source(DType t, const uint8_t* p, RowBlock& o) {
   }
 }
 
+// The inverse of read_source: the ggml block bytes back from a RowBlock (every bit of these
+// layouts carries data, so the round trip is exact for any block).
+void write_source(DType t, const RowBlock& o, uint8_t* p) {
+  switch (t) {
+    case DType::Q8_0: {
+      auto& b = *reinterpret_cast<BlockQ8_0*>(p);
+      b.d = o.d;
+      for (int i = 0; i < kQK; ++i) b.qs[i] = static_cast<int8_t>(o.q[i]);
+      return;
+    }
+    case DType::Q4_0: {
+      auto& b = *reinterpret_cast<BlockQ4_0*>(p);
+      b.d = o.d;
+      for (int i = 0; i < 16; ++i) b.qs[i] = static_cast<uint8_t>(o.q[i] | o.q[i + 16] << 4);
+      return;
+    }
+    case DType::Q5_0: {
+      auto& b = *reinterpret_cast<BlockQ5_0*>(p);
+      b.d = o.d;
+      uint32_t qh = 0;
+      for (int i = 0; i < 16; ++i) {
+        b.qs[i] = static_cast<uint8_t>((o.q[i] & 15) | (o.q[i + 16] & 15) << 4);
+        qh |= static_cast<uint32_t>((o.q[i] >> 4) & 1) << i | static_cast<uint32_t>((o.q[i + 16] >> 4) & 1) << (i + 16);
+      }
+      std::memcpy(b.qh, &qh, 4);  // little-endian, as load_u32 reads it
+      return;
+    }
+    case DType::Q4_K: {
+      auto& b = *reinterpret_cast<BlockQ4_K*>(p);
+      b.d = o.d;
+      b.dmin = o.dmin;
+      const auto sc = [&](int j) { return static_cast<uint8_t>(o.sc[j]); };
+      for (int j = 0; j < 4; ++j) {  // k4_scale_min's packing, inverted
+        b.scales[j] = static_cast<uint8_t>(sc(j) | (sc(j + 4) >> 4) << 6);
+        b.scales[j + 4] = static_cast<uint8_t>(o.m[j] | (o.m[j + 4] >> 4) << 6);
+        b.scales[j + 8] = static_cast<uint8_t>((sc(j + 4) & 15) | (o.m[j + 4] & 15) << 4);
+      }
+      for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) b.qs[32 * c + l] = static_cast<uint8_t>(o.q[64 * c + l] | o.q[64 * c + 32 + l] << 4);
+      return;
+    }
+    case DType::Q6_K: {
+      auto& b = *reinterpret_cast<BlockQ6_K*>(p);
+      b.d = o.d;
+      for (int s = 0; s < 16; ++s) b.scales[s] = o.sc[s];
+      for (int h = 0; h < 2; ++h) {
+        uint8_t* ql = b.ql + 64 * h;
+        uint8_t* qh = b.qh + 32 * h;
+        const int16_t* q = o.q + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+          ql[l] = static_cast<uint8_t>((q[l] & 15) | (q[l + 64] & 15) << 4);
+          ql[l + 32] = static_cast<uint8_t>((q[l + 32] & 15) | (q[l + 96] & 15) << 4);
+          qh[l] = static_cast<uint8_t>((q[l] >> 4) | (q[l + 32] >> 4) << 2 | (q[l + 64] >> 4) << 4 | (q[l + 96] >> 4) << 6);
+        }
+      }
+      return;
+    }
+    default: fail("packed weights: dtype ", dtype_name(t), " has no packed form");
+  }
+}
+
 // One row's 32 NVFP4 elements: 16 code bytes (low nibble = even element) and 2 scale codes.
 void read_source_nvfp4(const uint8_t* codes, const uint8_t* scales, RowBlock& o) {
   for (int i = 0; i < 16; ++i) {
@@ -636,6 +697,21 @@ void PackedMatrix::matmul_reference(const float* x, int64_t n_tokens, float* y) 
         const int64_t row = static_cast<int64_t>(g) * kGroupRows + r;
         if (row < rows_) y[t * rows_ + row] = acc[static_cast<size_t>(t) * kGroupRows + r] * out_scale_;
       }
+  }
+}
+
+void PackedMatrix::dequantize_row(int64_t row, float* out) const {
+  ZEN_CHECK(row >= 0 && row < rows_, "packed dequantize_row: row ", row, " of ", rows_);
+  ZEN_CHECK(dtype_ != kNvfp4, "packed dequantize_row: NVFP4 rows are read from the checkpoint");
+  const int be = block_elems(dtype_);
+  const size_t g = static_cast<size_t>(row / kGroupRows);
+  const int r = static_cast<int>(row % kGroupRows);
+  RowBlock rb[kGroupRows];
+  alignas(8) uint8_t block[sizeof(BlockQ6_K)];  // the largest source block
+  for (int64_t i = 0; i < k_ / be; ++i) {
+    read_group(dtype_, data_.get() + g * group_bytes_ + static_cast<size_t>(i) * group_block_bytes(dtype_), rb);
+    write_source(dtype_, rb[r], block);
+    kernels::dequantize_row(dtype_, block, out + i * be, be);
   }
 }
 

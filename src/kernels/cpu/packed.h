@@ -65,6 +65,10 @@ class PackedMatrix {
   void matmul(const float* x, int64_t n_tokens, float* y, ThreadPool& pool) const;
   // The same arithmetic in scalar code (tests; the kernels must match it bit for bit).
   void matmul_reference(const float* x, int64_t n_tokens, float* y) const;
+  // Row `row` in f32, bit for bit kernels::dequantize_row of the source row (the packing is
+  // undone block by block), so a tied embedding can read its rows here instead of faulting
+  // the released file pages back in. GGUF formats only (not NVFP4).
+  void dequantize_row(int64_t row, float* out) const;
 
  private:
   template <typename PackBlock>
