@@ -75,6 +75,22 @@ void item_to_head_tile(int64_t item, int64_t n_tiles, int64_t* head, int64_t* ti
   *tile = k % 2 == 0 ? k / 2 : n_tiles - 1 - k / 2;
 }
 
+// One block of scores p [count] into one (token, head)'s online softmax: p becomes
+// exp(score - running max), the running sum grows by it, and the accumulator acc [hd] and the
+// sum are rescaled when the maximum rises.
+void softmax_block(float* p, int64_t count, float* run_max, float* run_sum, float* acc, int64_t hd) {
+  const float new_max = std::max(*run_max, *std::max_element(p, p + count));
+  if (new_max > *run_max && *run_sum > 0.0f) {
+    const float correction = std::exp(*run_max - new_max);
+    *run_sum *= correction;
+    for (int64_t c = 0; c < hd; ++c) acc[c] *= correction;
+  }
+  *run_max = new_max;
+  for (int64_t j = 0; j < count; ++j) p[j] -= new_max;
+  kernels::exp_f32(p, count, p);
+  for (int64_t j = 0; j < count; ++j) *run_sum += p[j];
+}
+
 }  // namespace
 
 // One work item is one KV head and a tile of up to kQueryTile consecutive tokens of one
@@ -129,17 +145,7 @@ void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, con
             const int64_t row = i * group + h;
             float* ph = p + row * bs;
             kernels::dot_rows_f32(qg + h * hd, k, k_stride, count, hd, shape.scale, ph);
-            const float block_max = *std::max_element(ph, ph + count);
-            const float new_max = std::max(run_max[row], block_max);
-            if (new_max > run_max[row] && run_sum[row] > 0.0f) {
-              const float correction = std::exp(run_max[row] - new_max);
-              run_sum[row] *= correction;
-              for (int64_t c = 0; c < hd; ++c) acc[row * hd + c] *= correction;
-            }
-            run_max[row] = new_max;
-            for (int64_t j = 0; j < count; ++j) ph[j] -= new_max;
-            kernels::exp_f32(ph, count, ph);
-            for (int64_t j = 0; j < count; ++j) run_sum[row] += ph[j];
+            softmax_block(ph, count, &run_max[row], &run_sum[row], acc + row * hd, hd);
           }
           // The group's heads share the count, so one pass over the V rows serves them all.
           kernels::axpy_rows_f32(p + i * group * bs, bs, v, v_stride, count, hd, acc + i * group * hd, hd, group);
