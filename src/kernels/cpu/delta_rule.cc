@@ -49,6 +49,23 @@ void delta_rule_step_f32(float* S, int64_t dk, int64_t dv, const DeltaRuleToken&
 
 namespace {
 
+// delta and out of column j from its S^T k and S^T q sums (the columns past the vector blocks,
+// with the vector blocks' operations; inlined into SIMD callers, it runs as their FMAs).
+inline void finish_column(float kv, float qs, int64_t j, float kq, const DeltaRuleToken& t) {
+  t.delta[j] = t.beta * __builtin_fmaf(-t.decay, kv, t.v[j]);
+  t.out[j] = __builtin_fmaf(kq, t.delta[j], t.decay * qs);
+}
+
+// Column j's gather in scalar FMAs over the rows in order.
+inline void gather_column(const float* S, int64_t dk, int64_t dv, int64_t j, float kq, const DeltaRuleToken& t) {
+  float kv = 0.0f, qs = 0.0f;
+  for (int64_t i = 0; i < dk; ++i) {
+    kv = __builtin_fmaf(t.k[i], S[i * dv + j], kv);
+    qs = __builtin_fmaf(t.q[i], S[i * dv + j], qs);
+  }
+  finish_column(kv, qs, j, kq, t);
+}
+
 #if ZEN_HAVE_X86_SIMD
 
 ZEN_TARGET_AVX2 float dot_avx2(const float* a, const float* b, int64_t n) {
@@ -73,12 +90,6 @@ ZEN_TARGET_AVX2 inline __attribute__((always_inline)) void finish_columns(const 
     _mm256_storeu_ps(t.delta + at, d);
     _mm256_storeu_ps(t.out + at, _mm256_fmadd_ps(vkq, d, _mm256_mul_ps(vdecay, qs[c])));
   }
-}
-
-// The same for one column past the vector blocks, with the same operations.
-ZEN_TARGET_AVX2 void finish_column(float kv, float qs, int64_t j, float kq, const DeltaRuleToken& t) {
-  t.delta[j] = t.beta * __builtin_fmaf(-t.decay, kv, t.v[j]);
-  t.out[j] = __builtin_fmaf(kq, t.delta[j], t.decay * qs);
 }
 
 // Gather for columns [j, j + 8 kVecs): S^T k and S^T q in 2 kVecs register accumulators
@@ -137,14 +148,7 @@ ZEN_TARGET_AVX2 void gather_avx2(const float* S, int64_t dk, int64_t dv, const D
   int64_t j = 0;
   for (; j + 32 <= dv; j += 32) gather_block<4>(S + j, dv, dk, j, kq, t);
   for (; j + 8 <= dv; j += 8) gather_block<1>(S + j, dv, dk, j, kq, t);
-  for (; j < dv; ++j) {
-    float kv = 0.0f, qs = 0.0f;
-    for (int64_t i = 0; i < dk; ++i) {
-      kv = __builtin_fmaf(t.k[i], S[i * dv + j], kv);
-      qs = __builtin_fmaf(t.q[i], S[i * dv + j], qs);
-    }
-    finish_column(kv, qs, j, kq, t);
-  }
+  for (; j < dv; ++j) gather_column(S, dk, dv, j, kq, t);
 }
 
 // Last row first: a gather ends on the last rows, so they are the ones still in L1 when S is
@@ -305,16 +309,11 @@ float dot_neon(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-// As finish_column for 4 columns.
+// finish_column for 4 columns.
 inline void finish_columns_neon(float32x4_t kv, float32x4_t qs, int64_t j, float kq, const DeltaRuleToken& t) {
   const float32x4_t d = vmulq_n_f32(vfmsq_n_f32(vld1q_f32(t.v + j), kv, t.decay), t.beta);
   vst1q_f32(t.delta + j, d);
   vst1q_f32(t.out + j, vfmaq_n_f32(vmulq_n_f32(qs, t.decay), d, kq));
-}
-
-inline void finish_column_neon(float kv, float qs, int64_t j, float kq, const DeltaRuleToken& t) {
-  t.delta[j] = t.beta * __builtin_fmaf(-t.decay, kv, t.v[j]);
-  t.out[j] = __builtin_fmaf(kq, t.delta[j], t.decay * qs);
 }
 
 // Gather for columns [j, j + 4 kVecs): S^T k and S^T q in 2 kVecs accumulators, rows in order.
@@ -338,14 +337,7 @@ void gather_neon(const float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t
   int64_t j = 0;
   for (; j + 16 <= dv; j += 16) gather_block_neon<4>(S, dv, dk, j, kq, t);
   for (; j + 4 <= dv; j += 4) gather_block_neon<1>(S, dv, dk, j, kq, t);
-  for (; j < dv; ++j) {
-    float kv = 0.0f, qs = 0.0f;
-    for (int64_t i = 0; i < dk; ++i) {
-      kv = __builtin_fmaf(t.k[i], S[i * dv + j], kv);
-      qs = __builtin_fmaf(t.q[i], S[i * dv + j], qs);
-    }
-    finish_column_neon(kv, qs, j, kq, t);
-  }
+  for (; j < dv; ++j) gather_column(S, dk, dv, j, kq, t);
 }
 
 void update_neon(float* S, int64_t dk, int64_t dv, const DeltaRuleToken& t) {
