@@ -72,11 +72,12 @@ KvPool::KvPool(const ModelConfig& cfg, int64_t num_blocks, KvDType dtype, int64_
       block_size_(block_size),
       layers_(cfg.num_kv_layers()),
       head_dim_(cfg.head_dim),
-      row_(cfg.num_kv_heads * cfg.head_dim) {
+      kv_heads_(cfg.num_kv_heads) {
   if (num_blocks <= 0) fail("KV pool needs at least one block, got ", num_blocks);
   if (block_size <= 0) fail("KV block size must be positive, got ", block_size);
   const size_t total = static_cast<size_t>(layers_) * static_cast<size_t>(num_blocks_) *
-                       static_cast<size_t>(block_size_) * static_cast<size_t>(row_) * kv_dtype_bytes(dtype);
+                       static_cast<size_t>(block_size_) * static_cast<size_t>(kv_heads_ * head_dim_) *
+                       kv_dtype_bytes(dtype);
   k_.reset(new uint8_t[total]);
   v_.reset(new uint8_t[total]);
 }
@@ -87,47 +88,45 @@ size_t KvPool::bytes_per_token(const ModelConfig& cfg, KvDType dtype) {
 }
 
 size_t KvPool::bytes_per_token() const {
-  return 2 * static_cast<size_t>(layers_) * static_cast<size_t>(row_) * kv_dtype_bytes(dtype_);
+  return 2 * static_cast<size_t>(layers_) * static_cast<size_t>(kv_heads_ * head_dim_) * kv_dtype_bytes(dtype_);
 }
 
-size_t KvPool::row_offset(int layer, std::span<const int32_t> blocks, int64_t pos) const {
+size_t KvPool::head_row_offset(int layer, int64_t block, int64_t slot, int64_t kv_head) const {
+  const int64_t row = ((static_cast<int64_t>(layer) * kv_heads_ + kv_head) * num_blocks_ + block) * block_size_ + slot;
+  return static_cast<size_t>(row * head_dim_) * kv_dtype_bytes(dtype_);
+}
+
+size_t KvPool::head_row_offset(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head) const {
   const int64_t logical = pos / block_size_;
   ZEN_CHECK(layer >= 0 && layer < layers_, "KV layer ", layer, " of ", layers_);
+  ZEN_CHECK(kv_head >= 0 && kv_head < kv_heads_, "KV head ", kv_head, " of ", kv_heads_);
   ZEN_CHECK(pos >= 0 && logical < static_cast<int64_t>(blocks.size()), "KV position ", pos, " beyond the ",
             blocks.size(), " blocks of the sequence");
   const int64_t block = blocks[static_cast<size_t>(logical)];
   ZEN_CHECK(block >= 0 && block < num_blocks_, "KV block ", block, " outside the pool of ", num_blocks_);
-  const int64_t row_index = (static_cast<int64_t>(layer) * num_blocks_ + block) * block_size_ + pos % block_size_;
-  return static_cast<size_t>(row_index * row_) * kv_dtype_bytes(dtype_);
-}
-
-const uint8_t* KvPool::k_row(int layer, std::span<const int32_t> blocks, int64_t pos) const {
-  return &k_[row_offset(layer, blocks, pos)];
-}
-const uint8_t* KvPool::v_row(int layer, std::span<const int32_t> blocks, int64_t pos) const {
-  return &v_[row_offset(layer, blocks, pos)];
+  return head_row_offset(layer, block, pos % block_size_, kv_head);
 }
 
 void KvPool::store(int layer, std::span<const int32_t> blocks, int64_t pos, const float* k, const float* v) {
-  const size_t off = row_offset(layer, blocks, pos);
-  encode_row(dtype_, k, &k_[off], row_);
-  encode_row(dtype_, v, &v_[off], row_);
+  for (int64_t h = 0; h < kv_heads_; ++h) {
+    const size_t off = head_row_offset(layer, blocks, pos, h);
+    encode_row(dtype_, k + h * head_dim_, &k_[off], head_dim_);
+    encode_row(dtype_, v + h * head_dim_, &v_[off], head_dim_);
+  }
 }
 
 const float* KvPool::rows_f32(const uint8_t* base, int layer, int32_t block, int64_t first, int64_t count,
                              int64_t kv_head, float* out, int64_t* stride) const {
   ZEN_CHECK(block >= 0 && block < num_blocks_ && first >= 0 && first + count <= block_size_, "KV rows ", first, "+",
             count, " of block ", block);
-  const int64_t row_index = (static_cast<int64_t>(layer) * num_blocks_ + block) * block_size_ + first;
+  ZEN_CHECK(kv_head >= 0 && kv_head < kv_heads_, "KV head ", kv_head, " of ", kv_heads_);
   const size_t elem = kv_dtype_bytes(dtype_);
-  const uint8_t* p = base + static_cast<size_t>(row_index * row_ + kv_head * head_dim_) * elem;
-  if (dtype_ == KvDType::F32) {
-    *stride = row_;
-    return reinterpret_cast<const float*>(p);
-  }
+  const uint8_t* p = base + head_row_offset(layer, block, first, kv_head);
+  *stride = head_dim_;
+  if (dtype_ == KvDType::F32) return reinterpret_cast<const float*>(p);
   const float* table = dtype_ == KvDType::F8_E4M3 ? kernels::e4m3_lut() : kernels::e5m2_lut();
   for (int64_t j = 0; j < count; ++j) {
-    const uint8_t* src = p + static_cast<size_t>(j * row_) * elem;
+    const uint8_t* src = p + static_cast<size_t>(j * head_dim_) * elem;
     float* dst = out + j * head_dim_;
     if (dtype_ == KvDType::BF16) {
       for (int64_t i = 0; i < head_dim_; ++i) {
@@ -155,18 +154,18 @@ const float* KvPool::v_rows_f32(int layer, int32_t block, int64_t first, int64_t
 
 void KvPool::copy_block(int32_t src, int32_t dst) {
   ZEN_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_, "copy_block ", src, " -> ", dst);
-  const size_t block_bytes = static_cast<size_t>(block_size_ * row_) * kv_dtype_bytes(dtype_);
-  for (int64_t l = 0; l < layers_; ++l) {
-    const size_t base = static_cast<size_t>(l * num_blocks_) * block_bytes;
-    std::memcpy(&k_[base + static_cast<size_t>(dst) * block_bytes], &k_[base + static_cast<size_t>(src) * block_bytes],
-                block_bytes);
-    std::memcpy(&v_[base + static_cast<size_t>(dst) * block_bytes], &v_[base + static_cast<size_t>(src) * block_bytes],
-                block_bytes);
-  }
+  const size_t head_block_bytes = static_cast<size_t>(block_size_ * head_dim_) * kv_dtype_bytes(dtype_);
+  for (int64_t l = 0; l < layers_; ++l)
+    for (int64_t h = 0; h < kv_heads_; ++h) {
+      const size_t from = head_row_offset(static_cast<int>(l), src, 0, h);
+      const size_t to = head_row_offset(static_cast<int>(l), dst, 0, h);
+      std::memcpy(&k_[to], &k_[from], head_block_bytes);
+      std::memcpy(&v_[to], &v_[from], head_block_bytes);
+    }
 }
 
 float KvPool::dot_k(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head, const float* q) const {
-  const uint8_t* k = k_row(layer, blocks, pos) + static_cast<size_t>(kv_head * head_dim_) * kv_dtype_bytes(dtype_);
+  const uint8_t* k = &k_[head_row_offset(layer, blocks, pos, kv_head)];
   switch (dtype_) {
     case KvDType::F32:
       return kernels::dot_f32(q, reinterpret_cast<const float*>(k), head_dim_);
@@ -187,7 +186,7 @@ float KvPool::dot_k(int layer, std::span<const int32_t> blocks, int64_t pos, int
 
 void KvPool::axpy_v(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head, float a,
                     float* out) const {
-  const uint8_t* v = v_row(layer, blocks, pos) + static_cast<size_t>(kv_head * head_dim_) * kv_dtype_bytes(dtype_);
+  const uint8_t* v = &v_[head_row_offset(layer, blocks, pos, kv_head)];
   switch (dtype_) {
     case KvDType::F32:
       kernels::axpy_f32(a, reinterpret_cast<const float*>(v), out, head_dim_);
@@ -215,12 +214,10 @@ void KvPool::key_scores(int layer, std::span<const int32_t> blocks, int64_t kv_h
     for (int64_t j = 0; j < n; ++j) scores[j] = dot_k(layer, blocks, j, kv_head, q) * scale;
     return;
   }
-  const auto stride = static_cast<size_t>(row_);
   for (int64_t b0 = 0; b0 < n; b0 += block_size_) {
-    const float* k = reinterpret_cast<const float*>(k_row(layer, blocks, b0)) + kv_head * head_dim_;
+    const auto* k = reinterpret_cast<const float*>(&k_[head_row_offset(layer, blocks, b0, kv_head)]);
     const int64_t end = std::min(n, b0 + block_size_);
-    for (int64_t j = b0; j < end; ++j)
-      scores[j] = kernels::dot_f32(q, k + static_cast<size_t>(j - b0) * stride, head_dim_) * scale;
+    for (int64_t j = b0; j < end; ++j) scores[j] = kernels::dot_f32(q, k + (j - b0) * head_dim_, head_dim_) * scale;
   }
 }
 
@@ -231,12 +228,10 @@ void KvPool::weighted_values(int layer, std::span<const int32_t> blocks, int64_t
     for (int64_t j = 0; j < n; ++j) axpy_v(layer, blocks, j, kv_head, weights[j], out);
     return;
   }
-  const auto stride = static_cast<size_t>(row_);
   for (int64_t b0 = 0; b0 < n; b0 += block_size_) {
-    const float* v = reinterpret_cast<const float*>(v_row(layer, blocks, b0)) + kv_head * head_dim_;
+    const auto* v = reinterpret_cast<const float*>(&v_[head_row_offset(layer, blocks, b0, kv_head)]);
     const int64_t end = std::min(n, b0 + block_size_);
-    for (int64_t j = b0; j < end; ++j)
-      kernels::axpy_f32(weights[j], v + static_cast<size_t>(j - b0) * stride, out, head_dim_);
+    for (int64_t j = b0; j < end; ++j) kernels::axpy_f32(weights[j], v + (j - b0) * head_dim_, out, head_dim_);
   }
 }
 

@@ -1,7 +1,10 @@
 // Attention state. KvPool is the paged store every sequence shares: K and V of every
-// attention layer in fixed-size blocks, [kv_layer][block][block_size][kv_heads * head_dim],
-// kept in f32, bf16, or fp8 (e4m3 / e5m2, unscaled with saturation, as vLLM's fp8 cache with
-// scale 1). A sequence owns a block table (logical block i -> physical block); attention
+// attention layer in fixed-size blocks, stored head-major: [kv_layer][kv_head][block]
+// [block_size][head_dim]. Attention streams one head's rows, so they are contiguous within a
+// block (8 KB at head_dim 128, f32) and across consecutive physical blocks (a sequence's blocks
+// are often allocated in order); token-major rows put every 512-byte head row 4 KB from the
+// next and read at about half the bandwidth. Kept in f32, bf16, or fp8 (e4m3 / e5m2, unscaled
+// with saturation, as vLLM's fp8 cache with scale 1). A sequence owns a block table (logical block i -> physical block); attention
 // reads through key_scores / weighted_values, which convert on the fly.
 // KvCache is one sequence with a private pool and a contiguous block table (CLI, tests).
 #pragma once
@@ -50,8 +53,8 @@ class KvPool {
   float dot_k(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head, const float* q) const;
   void axpy_v(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head, float a, float* out) const;
   // Rows [first, first + count) of one physical block, head kv_head, as f32: out[count, head_dim].
-  // f32 caches return a pointer into the pool (row stride kv_heads * head_dim, returned in
-  // *stride); other precisions are decoded into out (stride head_dim).
+  // f32 caches return a pointer into the pool, other precisions are decoded into out; either
+  // way the row stride (head_dim) is returned in *stride.
   const float* k_rows_f32(int layer, int32_t block, int64_t first, int64_t count, int64_t kv_head, float* out,
                           int64_t* stride) const;
   const float* v_rows_f32(int layer, int32_t block, int64_t first, int64_t count, int64_t kv_head, float* out,
@@ -60,15 +63,15 @@ class KvPool {
   void copy_block(int32_t src, int32_t dst);
 
  private:
-  const uint8_t* k_row(int layer, std::span<const int32_t> blocks, int64_t pos) const;
-  const uint8_t* v_row(int layer, std::span<const int32_t> blocks, int64_t pos) const;
-  size_t row_offset(int layer, std::span<const int32_t> blocks, int64_t pos) const;
+  // Byte offset of head kv_head's row at `slot` of physical block `block`.
+  size_t head_row_offset(int layer, int64_t block, int64_t slot, int64_t kv_head) const;
+  // The same for position pos of the sequence whose block table is blocks (checked).
+  size_t head_row_offset(int layer, std::span<const int32_t> blocks, int64_t pos, int64_t kv_head) const;
   const float* rows_f32(const uint8_t* base, int layer, int32_t block, int64_t first, int64_t count, int64_t kv_head,
                         float* out, int64_t* stride) const;
   KvDType dtype_;
   int64_t num_blocks_, block_size_, layers_;
-  int64_t head_dim_;
-  int64_t row_;  // kv_heads * head_dim elements
+  int64_t head_dim_, kv_heads_;
   // Left uninitialised: large allocations are mapped lazily, so a big pool costs resident
   // memory only as sequences fill it (attention never reads a slot before it is stored).
   std::unique_ptr<uint8_t[]> k_, v_;

@@ -107,3 +107,62 @@ TEST(KvCache, BatchedReadsEqualPerKeyReads) {
 
 }  // namespace
 }  // namespace zen
+
+namespace zen {
+namespace {
+
+// A token's row stored through a block table reads back per head from k_rows_f32 /
+// v_rows_f32; one head's rows are contiguous within a block and on into the next physical
+// block (the layout attention streams); copy_block copies every layer and head of a block and
+// nothing else.
+TEST(KvPool, HeadRowsAreContiguousAndCopyBlockCopiesEveryHead) {
+  const ModelConfig cfg = small_config();
+  const int64_t row = cfg.num_kv_heads * cfg.head_dim, bs = 4;
+  KvPool pool(cfg, 6, KvDType::F32, bs);
+  const std::vector<int32_t> table = {2, 3};  // consecutive physical blocks
+  auto value = [&](int layer, int64_t pos, int64_t e, bool is_v) {
+    return static_cast<float>(1000 * layer + 10 * pos + e) * (is_v ? -1.0f : 1.0f);
+  };
+  for (int layer = 0; layer < 2; ++layer)
+    for (int64_t pos = 0; pos < 2 * bs; ++pos) {
+      std::vector<float> k(static_cast<size_t>(row)), v(k.size());
+      for (int64_t e = 0; e < row; ++e) {
+        k[static_cast<size_t>(e)] = value(layer, pos, e, false);
+        v[static_cast<size_t>(e)] = value(layer, pos, e, true);
+      }
+      pool.store(layer, table, pos, k.data(), v.data());
+    }
+  std::vector<float> scratch(static_cast<size_t>(bs * cfg.head_dim));
+  for (int layer = 0; layer < 2; ++layer)
+    for (int64_t h = 0; h < cfg.num_kv_heads; ++h) {
+      int64_t stride = 0;
+      const float* k = pool.k_rows_f32(layer, 2, 0, bs, h, scratch.data(), &stride);
+      const float* v = pool.v_rows_f32(layer, 2, 0, bs, h, scratch.data(), &stride);
+      ASSERT_EQ(stride, cfg.head_dim);
+      // Both blocks' rows, read straight on from block 2 into block 3.
+      for (int64_t pos = 0; pos < 2 * bs; ++pos)
+        for (int64_t i = 0; i < cfg.head_dim; ++i) {
+          EXPECT_EQ(k[pos * stride + i], value(layer, pos, h * cfg.head_dim + i, false));
+          EXPECT_EQ(v[pos * stride + i], value(layer, pos, h * cfg.head_dim + i, true));
+        }
+    }
+  pool.copy_block(3, 5);
+  for (int layer = 0; layer < 2; ++layer)
+    for (int64_t h = 0; h < cfg.num_kv_heads; ++h) {
+      int64_t stride = 0;
+      const float* k = pool.k_rows_f32(layer, 5, 0, bs, h, scratch.data(), &stride);
+      const float* v = pool.v_rows_f32(layer, 5, 0, bs, h, scratch.data(), &stride);
+      for (int64_t j = 0; j < bs; ++j)
+        for (int64_t i = 0; i < cfg.head_dim; ++i) {
+          EXPECT_EQ(k[j * stride + i], value(layer, bs + j, h * cfg.head_dim + i, false));
+          EXPECT_EQ(v[j * stride + i], value(layer, bs + j, h * cfg.head_dim + i, true));
+        }
+      // Block 2 (the neighbour of the source) is untouched.
+      const float* k2 = pool.k_rows_f32(layer, 2, 0, bs, h, scratch.data(), &stride);
+      EXPECT_EQ(k2[0], value(layer, 0, h * cfg.head_dim, false));
+    }
+  EXPECT_THROW(pool.k_rows_f32(0, 2, 0, bs, cfg.num_kv_heads, scratch.data(), nullptr), Error);
+}
+
+}  // namespace
+}  // namespace zen
