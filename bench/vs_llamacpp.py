@@ -4,8 +4,10 @@
 For each model both engines get the same prompt (the first N tokens of a real text), the same
 thread count, greedy decoding with EOS ignored, f32 KV cache. Repetitions alternate between the
 engines (and which goes first) and medians are reported with the ratio zen / llama.cpp (> 1 means
-zen is faster). Decode rows also give the roofline share: weight bytes streamed per token x
-tok/s / measured memory bandwidth (bench/bandwidth.cc).
+zen is faster). Decode rows also give the roofline share: bytes streamed per token x tok/s /
+measured memory bandwidth (bench/bandwidth.cc). The bytes are the weights read once per token plus
+the f32 KV cache that attention reads at the average context of the decode (prompt + half the
+decoded tokens); both engines read the same, and both columns are printed.
 
 The ModelOpt NVFP4 / FP8 folders of the bench models (models/bench/qwen3-*-{nvfp4,fp8}/) run in
 zen against llama.cpp on the GGUF nearest in bits of the same shape (NVFP4 vs Q4_K_M, FP8 vs
@@ -150,10 +152,9 @@ def weight_file_bytes(model):
     return model.stat().st_size
 
 
-def kv_cache_bytes(model, n_tokens):
-    """What `zen run` allocates for its KV cache: generate() sizes one KvCache for prompt +
-    max_tokens, rounded up to whole blocks of 16 tokens, f32 K and V for every full-attention
-    layer (the CPU default, --kv-cache-quant auto): blocks x 16 x 2 x layers x kv_heads x head_dim x 4."""
+def kv_bytes_per_position(model):
+    """f32 K and V of one position over every full-attention layer: 2 x layers x kv_heads x
+    head_dim x 4 (the CPU default, --kv-cache-quant auto, and the bench's llama.cpp setting)."""
     if model.is_dir():
         c = json.loads((model / "config.json").read_text())
         c = c.get("text_config", c)
@@ -163,8 +164,19 @@ def kv_cache_bytes(model, n_tokens):
         head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
     else:
         layers, kv_heads, head_dim = gguf_summary(model)[1]
-    slots = -(-n_tokens // KV_BLOCK) * KV_BLOCK
-    return slots * 2 * layers * kv_heads * head_dim * 4
+    return 2 * layers * kv_heads * head_dim * 4
+
+
+def kv_cache_bytes(model, n_tokens):
+    """What `zen run` allocates for its KV cache: generate() sizes one KvCache for prompt +
+    max_tokens, rounded up to whole blocks of 16 tokens."""
+    return -(-n_tokens // KV_BLOCK) * KV_BLOCK * kv_bytes_per_position(model)
+
+
+def kv_read_bytes_per_token(model, n_prompt, n_decode):
+    """KV bytes attention reads per decoded token, averaged over the decode: step i (0-based)
+    attends over n_prompt + i + 1 positions."""
+    return (n_prompt + (n_decode + 1) / 2) * kv_bytes_per_position(model)
 
 
 def measure_bandwidth(threads, zen):
@@ -295,7 +307,8 @@ def bench_model(entry, args, zen):
     m = statistics.median
     return dict(n_prompt=n_prompt, n_prompt_llama=len(ids), zen_pf=m(zen_pf), ll_pf=m(ll_pf), zen_dec=m(zen_dec),
                 ll_dec=m(ll_dec), zen_rss=max(zen_rss),
-                kv_bytes=kv_cache_bytes(entry.zen_model, n_prompt + args.decode_tokens))
+                kv_bytes=kv_cache_bytes(entry.zen_model, n_prompt + args.decode_tokens),
+                kv_read=kv_read_bytes_per_token(entry.zen_model, n_prompt, args.decode_tokens))
 
 
 def load_average():
@@ -350,8 +363,8 @@ NAME_WIDTH = 30
 
 
 def print_table(results, bandwidth):
-    header = (f"{'model':{NAME_WIDTH}}{'phase':9}{'zen tok/s':>11}{'llama tok/s':>13}{'ratio':>7}{'MB/tok':>9}"
-              "  roofline zen/llama")
+    header = (f"{'model':{NAME_WIDTH}}{'phase':9}{'zen tok/s':>11}{'llama tok/s':>13}{'ratio':>7}"
+              f"{'MB/tok w+kv':>14}  roofline zen/llama")
     print(header)
     print("-" * len(header))
     ratios_pf, ratios_dec = [], []
@@ -360,8 +373,9 @@ def print_table(results, bandwidth):
         if isinstance(r, Exception):
             print(f"{name[:NAME_WIDTH - 1]:{NAME_WIDTH}}error: {r}")
             continue
-        wbytes = weight_bytes_per_token(entry.zen_model)
-        wbytes_llama = wbytes if entry.llama_model == entry.zen_model else weight_bytes_per_token(entry.llama_model)
+        wbytes = weight_bytes_per_token(entry.zen_model) + r["kv_read"]
+        wbytes_llama = (wbytes if entry.llama_model == entry.zen_model
+                        else weight_bytes_per_token(entry.llama_model) + r["kv_read"])
         pf_ratio, dec_ratio = r["zen_pf"] / r["ll_pf"], r["zen_dec"] / r["ll_dec"]
         ratios_pf.append((pf_ratio, name))
         ratios_dec.append((dec_ratio, name))
@@ -372,8 +386,9 @@ def print_table(results, bandwidth):
         if bandwidth:
             roof = (f"{wbytes * r['zen_dec'] / (bandwidth * 1e9):8.0%} / "
                     f"{wbytes_llama * r['ll_dec'] / (bandwidth * 1e9):.0%}")
+        mb = f"{(wbytes - r['kv_read']) / 1e6:.0f}+{r['kv_read'] / 1e6:.0f}"
         print(f"{'':{NAME_WIDTH}}{'decode':9}{r['zen_dec']:11.2f}{r['ll_dec']:13.2f}{dec_ratio:7.2f}"
-              f"{wbytes / 1e6:9.0f}  {roof}")
+              f"{mb:>14}  {roof}")
     print_memory(results)
     print_format_summary(results)
     if ratios_dec:
