@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -119,7 +120,11 @@ nlohmann::json run_cell(Engine& engine, const Workload& w, int64_t concurrency, 
   const auto timings = run_wave(engine, prompts, w.output_tokens);
   const auto end = Clock::now();
   std::vector<double> ttft, stream_tps;
-  int64_t output = 0, errors = 0;
+  int64_t output = 0, errors = 0, decoded = 0;
+  // The decode window: from the first request's first token to the last request's last token.
+  // Tokens after each request's first, over that window, is the aggregate decode rate (the
+  // prompts' prefill, before any first token, stays out of it).
+  Clock::time_point window_begin = end, window_end = start;
   for (const auto& r : timings) {
     if (r.reason != "length" || r.tokens != w.output_tokens) {
       ++errors;
@@ -128,11 +133,16 @@ nlohmann::json run_cell(Engine& engine, const Workload& w, int64_t concurrency, 
     output += r.tokens;
     ttft.push_back(seconds(r.added, r.first));
     if (r.tokens > 1) stream_tps.push_back(static_cast<double>(r.tokens - 1) / std::max(1e-9, seconds(r.first, r.last)));
+    decoded += r.tokens - 1;
+    window_begin = std::min(window_begin, r.first);
+    window_end = std::max(window_end, r.last);
   }
   const double wall = seconds(start, end);
+  const double decode_tps = decoded > 0 ? static_cast<double>(decoded) / std::max(1e-9, seconds(window_begin, window_end)) : 0.0;
   return {{"workload", w.name}, {"prompt_tokens", w.prompt_tokens}, {"output_tokens", w.output_tokens},
           {"concurrency", concurrency}, {"repeat", repeat}, {"requests", concurrency}, {"errors", errors},
           {"wall_seconds", wall}, {"output_tokens_per_second", static_cast<double>(output) / wall},
+          {"decode_tokens_per_second", decode_tps},
           {"ttft_p50", percentile(ttft, 50)}, {"ttft_p95", percentile(ttft, 95)},
           {"stream_tps_min", percentile(stream_tps, 0)}, {"stream_tps_p05", percentile(stream_tps, 5)},
           {"stream_tps_p50", percentile(stream_tps, 50)}, {"stream_tps_p95", percentile(stream_tps, 95)},
@@ -155,6 +165,24 @@ nlohmann::json run_prefix_row(Engine& engine, int64_t length, std::mt19937& rng)
   return {{"prefix_tokens", length}, {"cold_ttft", cold_s}, {"warm_ttft", warm_s},
           {"speedup", cold_s / std::max(1e-9, warm_s)}, {"warm_cached_tokens", warm[0].cached},
           {"errors", ok ? 0 : 1}};
+}
+
+// Per workload: aggregate decode tok/s at each concurrency over concurrency 1 (median of the
+// repeats), the batching gain a serving engine is chosen for.
+void print_decode_scaling(const nlohmann::json& cells) {
+  std::map<std::string, std::map<int64_t, std::vector<double>>> rates;
+  for (const auto& c : cells)
+    rates[c["workload"].get<std::string>()][c["concurrency"].get<int64_t>()].push_back(
+        c["decode_tokens_per_second"].get<double>());
+  for (auto& [name, by_level] : rates) {
+    if (!by_level.contains(1) || by_level.size() < 2) continue;
+    const double base = percentile(by_level[1], 50);
+    if (base <= 0) continue;
+    std::printf("%s: aggregate decode vs concurrency 1:", name.c_str());
+    for (auto& [level, v] : by_level)
+      if (level != 1) std::printf("  c%" PRId64 " %.2fx", level, percentile(v, 50) / base);
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -207,15 +235,16 @@ int bench_command(int argc, char** argv) {
   // Warm-up: page in the weights and grow the activation buffers before anything is timed.
   run_wave(engine, {random_tokens(rng, 64, model->config().vocab_size)}, 4);
   if (!f.flag("no-matrix")) {
-    std::printf("\n%-10s %5s %4s %10s %9s %9s %8s %8s %8s %8s %8s %6s\n", "workload", "conc", "rep", "out tok/s",
-                "ttft p50", "ttft p95", "s min", "s p05", "s p50", "s p95", "s max", "errors");
+    std::printf("\n%-10s %5s %4s %10s %10s %9s %9s %8s %8s %8s %8s %8s %6s\n", "workload", "conc", "rep", "out tok/s",
+                "dec tok/s", "ttft p50", "ttft p95", "s min", "s p05", "s p50", "s p95", "s max", "errors");
     for (const Workload& w : workloads)
       for (int64_t c : levels)
         for (int64_t r = 0; r < repeats; ++r) {
           const auto cell = run_cell(engine, w, c, static_cast<int>(r), rng);
           errors += cell["errors"].get<int64_t>();
-          std::printf("%-10s %5" PRId64 " %4" PRId64 " %10.1f %9.3f %9.3f %8.1f %8.1f %8.1f %8.1f %8.1f %6" PRId64 "\n",
+          std::printf("%-10s %5" PRId64 " %4" PRId64 " %10.1f %10.1f %9.3f %9.3f %8.1f %8.1f %8.1f %8.1f %8.1f %6" PRId64 "\n",
                       w.name.c_str(), c, r, cell["output_tokens_per_second"].get<double>(),
+                      cell["decode_tokens_per_second"].get<double>(),
                       cell["ttft_p50"].get<double>(), cell["ttft_p95"].get<double>(),
                       cell["stream_tps_min"].get<double>(), cell["stream_tps_p05"].get<double>(),
                       cell["stream_tps_p50"].get<double>(), cell["stream_tps_p95"].get<double>(),
@@ -223,6 +252,7 @@ int bench_command(int argc, char** argv) {
           std::fflush(stdout);
           report["cells"].push_back(cell);
         }
+    print_decode_scaling(report["cells"]);
   }
   if (!f.flag("no-prefix-table")) {
     std::printf("\n%-8s %10s %10s %8s %8s\n", "prefix", "cold ttft", "warm ttft", "speedup", "cached");
