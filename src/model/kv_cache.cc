@@ -120,25 +120,16 @@ const float* KvPool::rows_f32(const uint8_t* base, int layer, int32_t block, int
   ZEN_CHECK(block >= 0 && block < num_blocks_ && first >= 0 && first + count <= block_size_, "KV rows ", first, "+",
             count, " of block ", block);
   ZEN_CHECK(kv_head >= 0 && kv_head < kv_heads_, "KV head ", kv_head, " of ", kv_heads_);
-  const size_t elem = kv_dtype_bytes(dtype_);
   const uint8_t* p = base + head_row_offset(layer, block, first, kv_head);
   *stride = head_dim_;
-  if (dtype_ == KvDType::F32) return reinterpret_cast<const float*>(p);
-  const float* table = dtype_ == KvDType::F8_E4M3 ? kernels::e4m3_lut() : kernels::e5m2_lut();
-  for (int64_t j = 0; j < count; ++j) {
-    const uint8_t* src = p + static_cast<size_t>(j * head_dim_) * elem;
-    float* dst = out + j * head_dim_;
-    if (dtype_ == KvDType::BF16) {
-      for (int64_t i = 0; i < head_dim_; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = bf16_to_f32(h);
-      }
-    } else {
-      for (int64_t i = 0; i < head_dim_; ++i) dst[i] = table[src[i]];
-    }
+  // The head's rows are one contiguous run (head-major layout): decode it in one pass.
+  const int64_t n = count * head_dim_;
+  switch (dtype_) {
+    case KvDType::F32: return reinterpret_cast<const float*>(p);
+    case KvDType::BF16: kernels::bf16_to_f32_row(reinterpret_cast<const uint16_t*>(p), out, n); break;
+    case KvDType::F8_E4M3: kernels::dequantize_e4m3(p, out, n); break;
+    case KvDType::F8_E5M2: kernels::dequantize_e5m2(p, out, n); break;
   }
-  *stride = head_dim_;
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <vector>
@@ -38,6 +39,26 @@ void expect_same_float(float expected, float actual, int code, const char* what)
   } else {
     EXPECT_EQ(f32_to_bits(expected), f32_to_bits(actual)) << what << " code " << code << ": " << expected
                                                             << " vs " << actual;
+  }
+}
+
+// The row decoders (KV-cache reads; SIMD where available) equal the tables bit for bit: every
+// code, in every lane position, NaN codes included, and rows of odd lengths.
+TEST(Fp8Decode, RowDecodersEqualTheTablesBitForBit) {
+  std::vector<uint8_t> codes(256 * 9 + 5);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 7 + i / 256) % 256);
+  for (const bool e5m2 : {false, true}) {
+    const float* table = e5m2 ? e5m2_lut() : e4m3_lut();
+    for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{100}, static_cast<int64_t>(codes.size())}) {
+      std::vector<float> out(static_cast<size_t>(n));
+      (e5m2 ? dequantize_e5m2 : dequantize_e4m3)(codes.data(), out.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t got, want;
+        std::memcpy(&got, &out[static_cast<size_t>(i)], 4);
+        std::memcpy(&want, &table[codes[static_cast<size_t>(i)]], 4);
+        ASSERT_EQ(got, want) << (e5m2 ? "e5m2" : "e4m3") << " code " << int{codes[static_cast<size_t>(i)]} << " at " << i;
+      }
+    }
   }
 }
 

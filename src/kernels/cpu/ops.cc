@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/numeric.h"
 #include "kernels/cpu/ops_avx2.h"
 #include "kernels/cpu/ops_neon.h"
 #include "kernels/cpu/simd.h"
@@ -59,6 +60,10 @@ void exp_f32(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i]);
 }
 
+void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(src[i]);
+}
+
 void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out) {
   for (int64_t j = 0; j < count; ++j) out[j] = dot_f32(q, k + j * k_stride, n) * scale;
 }
@@ -94,6 +99,7 @@ float dot_f32(const float* a, const float* b, int64_t n) { ZEN_DISPATCH(dot_f32(
 void axpy_f32(float a, const float* x, float* y, int64_t n) { ZEN_DISPATCH(axpy_f32(a, x, y, n)); }
 void softmax_inplace(float* x, int64_t n) { ZEN_DISPATCH(softmax_inplace(x, n)); }
 void exp_f32(const float* x, int64_t n, float* out) { ZEN_DISPATCH(exp_f32(x, n, out)); }
+void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n) { ZEN_DISPATCH(bf16_to_f32_row(src, out, n)); }
 void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out) {
   ZEN_DISPATCH(dot_rows_f32(q, k, k_stride, count, n, scale, out));
 }

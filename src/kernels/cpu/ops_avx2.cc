@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/cpu/ops_avx2.h"
@@ -147,6 +148,18 @@ ZEN_TARGET_AVX2 void softmax_inplace(float* x, int64_t n) {
   i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
   for (; i < n; ++i) x[i] *= inv;
+}
+
+ZEN_TARGET_AVX2 void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_slli_epi32(h, 16));
+  }
+  for (; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+    std::memcpy(out + i, &bits, 4);
+  }
 }
 
 ZEN_TARGET_AVX2 void exp_f32(const float* x, int64_t n, float* out) {

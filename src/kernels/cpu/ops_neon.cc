@@ -6,6 +6,7 @@
 #include <arm_neon.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/cpu/ops_neon.h"
@@ -150,6 +151,15 @@ void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_s
                    int64_t acc_stride, int64_t n_acc) {
   for (int64_t r = 0; r < n_acc; ++r)
     for (int64_t j = 0; j < count; ++j) axpy_f32(p[r * p_stride + j], v + j * v_stride, acc + r * acc_stride, n);
+}
+
+void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(out + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(src + i), 16)));
+  for (; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+    std::memcpy(out + i, &bits, 4);
+  }
 }
 
 }  // namespace zen::kernels::neon

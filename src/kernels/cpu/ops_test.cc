@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -179,6 +180,23 @@ TEST(Ops, VectorExpAccurateOverWholeRange) {
   float out;
   exp_f32(&nan, 1, &out);
   EXPECT_TRUE(std::isnan(out));
+}
+
+TEST(Ops, Bf16RowsWidenExactly) {
+  std::mt19937 rng(41);
+  for (const int64_t n : kSizes) {
+    std::vector<uint16_t> src(static_cast<size_t>(n));
+    for (auto& h : src) h = static_cast<uint16_t>(rng());
+    std::vector<float> got(src.size()), want(src.size());
+    bf16_to_f32_row(src.data(), got.data(), n);
+    ref::bf16_to_f32_row(src.data(), want.data(), n);
+    for (size_t i = 0; i < src.size(); ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &got[i], 4);
+      ASSERT_EQ(bits, static_cast<uint32_t>(src[i]) << 16) << "n " << n << " at " << i;
+      ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0);
+    }
+  }
 }
 
 TEST(Ops, ScalarFallbackMatchesDispatch) {
