@@ -436,6 +436,9 @@ size_t act_block_bytes(DType t) {
   return is_kquant(t) ? sizeof(ActQ8K) : t == kNvfp4 ? sizeof(ActNvfp4) : sizeof(ActQ8);
 }
 
+// The unsigned offset of a 32-element format's stored quants (value = q - offset).
+int32_t quant_offset(DType t) { return t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : 0; }
+
 // One activation row (k elements) in the packed kernels' format.
 void quantize_act_row(DType t, const float* x, int64_t k, uint8_t* out) {
   const int64_t nb = k / block_elems(t);
@@ -473,7 +476,7 @@ void quantize_act_row(DType t, const float* x, int64_t k, uint8_t* out) {
       a[i].d = f16_to_f32(q[i].d);
       int32_t sum = 0;
       for (int e = 0; e < kQK; ++e) sum += q[i].qs[e];
-      a[i].sum = sum;
+      a[i].offset_sum = quant_offset(t) * sum;
       std::memcpy(a[i].qs, q[i].qs, sizeof(a[i].qs));
     }
   }
@@ -498,10 +501,9 @@ float ref_block(DType t, const RowBlock& w, const uint8_t* act, float acc) {
     case DType::Q4_0:
     case DType::Q5_0: {
       const auto& a = *reinterpret_cast<const ActQ8*>(act);
-      const int offset = t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : 0;
       int32_t isum = 0;
       for (int e = 0; e < kQK; ++e) isum += w.q[e] * a.qs[e];
-      isum -= offset * a.sum;
+      isum -= a.offset_sum;  // quant_offset(t) x the sum of the activation quants
       return std::fma(dw * a.d, static_cast<float>(isum), acc);
     }
     case DType::Q4_K: {

@@ -157,7 +157,6 @@ ZEN_TARGET_AVX2 inline __m256i bit_to_bit4(__m256i h) {
 template <bool kFiveBit>
 struct Q4Q5Kernel {
   using Group = std::conditional_t<kFiveBit, packed::GroupQ5_0, packed::GroupQ4_0>;
-  static constexpr int kOffset = kFiveBit ? 16 : 8;
 
   // The block's 8 registers of unsigned quants (k-group k of every row).
   ZEN_TARGET_AVX2 static void unpack(const Group& g, __m256i* w) {
@@ -181,7 +180,8 @@ struct Q4Q5Kernel {
     }
   }
 
-  // One token's exact block sum, the offset subtracted.
+  // One token's exact block sum, the offset (8 or 16, folded into the activations' offset_sum)
+  // subtracted.
   ZEN_TARGET_AVX2 static __m256i block_sum(const __m256i* w, const ActQ8& a) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i s;
@@ -200,7 +200,7 @@ struct Q4Q5Kernel {
       for (int k = 1; k < 8; ++k) s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[k], broadcast4(a.qs + 4 * k)));
       s = _mm256_madd_epi16(s16, ones);
     }
-    return _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset * a.sum));
+    return _mm256_sub_epi32(s, _mm256_set1_epi32(a.offset_sum));
   }
 
   ZEN_TARGET_AVX2 static __m256 accumulate(__m256 acc, __m256 dw, const ActQ8& a, __m256i s) {

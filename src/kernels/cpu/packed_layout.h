@@ -9,10 +9,10 @@ namespace zen::kernels::packed {
 constexpr int kGroupRows = 8;
 
 // Activations for the 32-element formats: Q8_0 quants (exactly quantize_row_q8_0's) plus
-// their sum, so formats stored with an unsigned offset can subtract it in integers.
+// their sum times the weights' unsigned offset, which those formats subtract in integers.
 struct ActQ8 {
-  float d;      // the f16 scale of the Q8_0 block, widened
-  int32_t sum;  // sum of qs
+  float d;             // the f16 scale of the Q8_0 block, widened
+  int32_t offset_sum;  // sum of qs x the weight format's offset: 8 (Q4_0), 16 (Q5_0), 0 (Q8_0)
   int8_t qs[32];
 };
 static_assert(sizeof(ActQ8) == 40);
