@@ -325,12 +325,12 @@ const float* e5m2_lut() { return e5m2_table().data(); }
 namespace {
 
 #if ZEN_HAVE_X86_SIMD
-// Whether any of the 8 bytes at p is a NaN code: (b & mask) == nan for E4M3 (mask 0x7F, nan
-// 0x7F); for E5M2 the codes above 0x7C of either sign.
-ZEN_TARGET_AVX2 inline bool any_nan_code(const uint8_t* p, bool e5m2) {
-  const __m128i b = _mm_and_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), _mm_set1_epi8(0x7F));
-  const __m128i nan = e5m2 ? _mm_cmpgt_epi8(b, _mm_set1_epi8(0x7C)) : _mm_cmpeq_epi8(b, _mm_set1_epi8(0x7F));
-  return (_mm_movemask_epi8(nan) & 0xFF) != 0;
+// Bit i set when byte i of the 32 at p is a NaN code: 0x7F / 0xFF for E4M3; for E5M2 the
+// codes above 0x7C of either sign.
+ZEN_TARGET_AVX2 inline uint32_t nan_codes32(const uint8_t* p, bool e5m2) {
+  const __m256i b = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_set1_epi8(0x7F));
+  const __m256i nan = e5m2 ? _mm256_cmpgt_epi8(b, _mm256_set1_epi8(0x7C)) : _mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7F));
+  return static_cast<uint32_t>(_mm256_movemask_epi8(nan));
 }
 
 // Rows of FP8 codes to f32, equal to the tables bit for bit: E4M3 through the shift trick of
@@ -338,19 +338,22 @@ ZEN_TARGET_AVX2 inline bool any_nan_code(const uint8_t* p, bool e5m2) {
 // Chunks holding a NaN code, and the tail, go through the table.
 ZEN_TARGET_AVX2 void decode_fp8_avx2(const uint8_t* src, float* out, int64_t n, bool e5m2, const Table& t) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    if (any_nan_code(src + i, e5m2)) {
-      for (int64_t j = i; j < i + 8; ++j) out[j] = t[src[j]];
+  for (; i + 32 <= n; i += 32) {
+    if (nan_codes32(src + i, e5m2) != 0) {  // never in a KV cache (the encoder saturates)
+      for (int64_t j = i; j < i + 32; ++j) out[j] = t[src[j]];
       continue;
     }
-    __m256 v;
-    if (e5m2) {
-      const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)));
-      v = _mm256_cvtph_ps(_mm_slli_epi16(b, 8));
-    } else {
-      v = _mm256_mul_ps(e4m3x8_f32(src + i), _mm256_set1_ps(0x1p120f));
+#pragma GCC unroll 4
+    for (int64_t j = i; j < i + 32; j += 8) {
+      __m256 v;
+      if (e5m2) {
+        const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + j)));
+        v = _mm256_cvtph_ps(_mm_slli_epi16(b, 8));
+      } else {
+        v = _mm256_mul_ps(e4m3x8_f32(src + j), _mm256_set1_ps(0x1p120f));
+      }
+      _mm256_storeu_ps(out + j, v);
     }
-    _mm256_storeu_ps(out + i, v);
   }
   for (; i < n; ++i) out[i] = t[src[i]];
 }
