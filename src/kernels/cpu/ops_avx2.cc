@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
+#include "base/numeric.h"
 #include "kernels/cpu/ops_avx2.h"
 
 namespace zen::kernels::avx2 {
@@ -156,10 +156,7 @@ ZEN_TARGET_AVX2 void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n)
     const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_slli_epi32(h, 16));
   }
-  for (; i < n; ++i) {
-    const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
-    std::memcpy(out + i, &bits, 4);
-  }
+  for (; i < n; ++i) out[i] = bf16_to_f32(src[i]);
 }
 
 ZEN_TARGET_AVX2 void exp_f32(const float* x, int64_t n, float* out) {

@@ -6,9 +6,9 @@
 #include <arm_neon.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 
+#include "base/numeric.h"
 #include "kernels/cpu/ops_neon.h"
 
 namespace zen::kernels::neon {
@@ -156,10 +156,7 @@ void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_s
 void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) vst1q_f32(out + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(src + i), 16)));
-  for (; i < n; ++i) {
-    const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
-    std::memcpy(out + i, &bits, 4);
-  }
+  for (; i < n; ++i) out[i] = bf16_to_f32(src[i]);
 }
 
 }  // namespace zen::kernels::neon
