@@ -138,7 +138,8 @@ nlohmann::json run_cell(Engine& engine, const Workload& w, int64_t concurrency, 
     window_end = std::max(window_end, r.last);
   }
   const double wall = seconds(start, end);
-  const double decode_tps = decoded > 0 ? static_cast<double>(decoded) / std::max(1e-9, seconds(window_begin, window_end)) : 0.0;
+  const double window = std::max(1e-9, seconds(window_begin, window_end));
+  const double decode_tps = decoded > 0 ? static_cast<double>(decoded) / window : 0.0;
   return {{"workload", w.name}, {"prompt_tokens", w.prompt_tokens}, {"output_tokens", w.output_tokens},
           {"concurrency", concurrency}, {"repeat", repeat}, {"requests", concurrency}, {"errors", errors},
           {"wall_seconds", wall}, {"output_tokens_per_second", static_cast<double>(output) / wall},

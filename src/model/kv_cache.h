@@ -3,9 +3,10 @@
 // [block_size][head_dim]. Attention streams one head's rows, so they are contiguous within a
 // block (8 KB at head_dim 128, f32) and across consecutive physical blocks (a sequence's blocks
 // are often allocated in order); token-major rows (Qwen3: 8 KV heads of 128) put each 512-byte
-// head row 4 KB from the next, and attention read them at about half the bandwidth. Kept in f32, bf16, or fp8 (e4m3 / e5m2, unscaled
-// with saturation, as vLLM's fp8 cache with scale 1). A sequence owns a block table (logical block i -> physical block); attention
-// reads through key_scores / weighted_values, which convert on the fly.
+// head row 4 KB from the next, and attention read them at about half the bandwidth. Kept in
+// f32, bf16, or fp8 (e4m3 / e5m2, unscaled with saturation, as vLLM's fp8 cache with scale 1).
+// A sequence owns a block table (logical block i -> physical block); attention reads a block's
+// rows of one head through k_rows_f32 / v_rows_f32, which widen other precisions to f32.
 // KvCache is one sequence with a private pool and a contiguous block table (CLI, tests).
 #pragma once
 #include <cstdint>

@@ -329,7 +329,8 @@ namespace {
 // codes above 0x7C of either sign.
 ZEN_TARGET_AVX2 inline uint32_t nan_codes32(const uint8_t* p, bool e5m2) {
   const __m256i b = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_set1_epi8(0x7F));
-  const __m256i nan = e5m2 ? _mm256_cmpgt_epi8(b, _mm256_set1_epi8(0x7C)) : _mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7F));
+  const __m256i nan =
+      e5m2 ? _mm256_cmpgt_epi8(b, _mm256_set1_epi8(0x7C)) : _mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7F));
   return static_cast<uint32_t>(_mm256_movemask_epi8(nan));
 }
 
