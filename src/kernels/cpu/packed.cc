@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -560,6 +561,51 @@ bool PackedMatrix::supports(DType dtype) {
 
 bool PackedMatrix::available() { return use_avx2(); }
 
+#if ZEN_HAVE_X86_SIMD
+namespace {
+
+struct PackedIsa {
+  const char* name;
+  PackedGroupsFn fn;
+};
+
+bool cpu_has(const char* isa) {
+  if (std::strcmp(isa, "avx512vnni") == 0)
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+  if (std::strcmp(isa, "avxvnni") == 0) return __builtin_cpu_supports("avxvnni");
+  return std::strcmp(isa, "avx2") == 0 && use_avx2();
+}
+
+// The best kernels the CPU has, unless ZEN_PACKED_ISA names another it has.
+PackedIsa choose_packed_isa() {
+  static const char* const kPreference[] = {"avx512vnni", "avxvnni", "avx2"};
+  if (const char* want = std::getenv("ZEN_PACKED_ISA"); want != nullptr && *want != 0) {
+    ZEN_CHECK(packed_groups_for(want) != nullptr, "ZEN_PACKED_ISA=", want, ": expected avx2, avxvnni or avx512vnni");
+    ZEN_CHECK(cpu_has(want), "ZEN_PACKED_ISA=", want, ": this CPU does not have it");
+    return {want, packed_groups_for(want)};
+  }
+  for (const char* isa : kPreference)
+    if (cpu_has(isa)) return {isa, packed_groups_for(isa)};
+  return {"avx2", avx2::packed_groups};
+}
+
+const PackedIsa& packed_isa() {
+  static const PackedIsa isa = choose_packed_isa();
+  return isa;
+}
+
+}  // namespace
+
+PackedGroupsFn packed_groups_for(const char* isa) {
+  if (std::strcmp(isa, "avx2") == 0) return avx2::packed_groups;
+  if (std::strcmp(isa, "avxvnni") == 0) return avxvnni::packed_groups;
+  if (std::strcmp(isa, "avx512vnni") == 0) return avx512vnni::packed_groups;
+  return nullptr;
+}
+PackedGroupsFn packed_groups_for_cpu() { return packed_isa().fn; }
+const char* packed_isa_name() { return packed_isa().name; }
+#endif
+
 template <typename PackBlock>
 PackedMatrix PackedMatrix::pack_with(DType dtype, int64_t rows, int64_t k, const PackBlock& pack_block) {
   PackedMatrix p;
@@ -717,10 +763,8 @@ void PackedMatrix::dequantize_row(int64_t row, float* out) const {
   }
 }
 
-void PackedMatrix::matmul(const float* x, int64_t n_tokens, float* y, [[maybe_unused]] ThreadPool& pool) const {
-  if (n_tokens <= 0) return;
-  if (!available()) return matmul_reference(x, n_tokens, y);
 #if ZEN_HAVE_X86_SIMD
+avx2::PackedProblem PackedMatrix::problem(const float* x, int64_t n_tokens, float* y) const {
   avx2::PackedProblem p;
   p.dtype = dtype_;
   p.weights = data_.get();
@@ -733,9 +777,19 @@ void PackedMatrix::matmul(const float* x, int64_t n_tokens, float* y, [[maybe_un
   p.n_rows = rows_;
   p.y = y;
   p.out_scale = out_scale_;
+  return p;
+}
+#endif
+
+void PackedMatrix::matmul(const float* x, int64_t n_tokens, float* y, [[maybe_unused]] ThreadPool& pool) const {
+  if (n_tokens <= 0) return;
+  if (!available()) return matmul_reference(x, n_tokens, y);
+#if ZEN_HAVE_X86_SIMD
+  const avx2::PackedProblem p = problem(x, n_tokens, y);
+  const PackedGroupsFn run = packed_groups_for_cpu();
   // Small problems run inline: waking the pool costs more than the work.
-  if (bytes() * static_cast<size_t>(n_tokens) < (size_t{64} << 10)) return avx2::packed_groups(p, 0, p.n_groups);
-  pool.parallel_for(p.n_groups, [&p](int64_t g0, int64_t g1, int) { avx2::packed_groups(p, g0, g1); });
+  if (bytes() * static_cast<size_t>(n_tokens) < (size_t{64} << 10)) return run(p, 0, p.n_groups);
+  pool.parallel_for(p.n_groups, [&p, run](int64_t g0, int64_t g1, int) { run(p, g0, g1); });
 #endif
 }
 

@@ -36,6 +36,9 @@
 #include "kernels/cpu/nvfp4.h"
 
 namespace zen::kernels {
+namespace avx2 {
+struct PackedProblem;
+}
 
 class PackedMatrix {
  public:
@@ -63,6 +66,9 @@ class PackedMatrix {
 
   // y[t, n] = sum_k W[n, k] * x[t, k]; x: [T, K] f32, y: [T, N] f32. Batch-invariant.
   void matmul(const float* x, int64_t n_tokens, float* y, ThreadPool& pool) const;
+  // x86: the kernels' arguments for x (activations quantized into this thread's scratch, valid
+  // until its next matmul), so a test can run a chosen instruction set's kernels on them.
+  avx2::PackedProblem problem(const float* x, int64_t n_tokens, float* y) const;
   // The same arithmetic in scalar code (tests; the kernels must match it bit for bit).
   void matmul_reference(const float* x, int64_t n_tokens, float* y) const;
   // Row `row` in f32, bit for bit kernels::dequantize_row of the source row (the packing is

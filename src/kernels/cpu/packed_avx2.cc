@@ -24,73 +24,8 @@ using packed::ActQ8;
 using packed::ActNvfp4;
 using packed::ActQ8K;
 
-ZEN_TARGET_AVX2 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// 4 activation bytes in every 32-bit lane.
-ZEN_TARGET_AVX2 inline __m256i broadcast4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
-// The 8 rows' f16 scales as f32.
-ZEN_TARGET_AVX2 inline __m256 scales8(const uint16_t* d) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
-}
-
-// 8 per-row bytes -> each 32-bit lane holding the value in both 16-bit halves, for a madd that
-// multiplies a lane's two 16-bit partial sums by the row's scale and adds them.
-ZEN_TARGET_AVX2 inline __m256i row_scale_pairs_u8(const uint8_t* s) {
-  const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
-  return _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
-}
-ZEN_TARGET_AVX2 inline __m256i row_scale_pairs_s8(const int8_t* s) {
-  const __m256i x = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)));
-  return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(x, 16));
-}
-// Lane r = (lo[r], hi[r]) as two 16-bit values.
-ZEN_TARGET_AVX2 inline __m256i row_pairs_u8(const uint8_t* lo, const uint8_t* hi) {
-  const __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lo)));
-  const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(hi)));
-  return _mm256_or_si256(a, _mm256_slli_epi32(b, 16));
-}
-ZEN_TARGET_AVX2 inline __m256i row_pairs_s8(const int8_t* lo, const int8_t* hi) {
-  const __m256i a = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(lo)));
-  const __m256i b = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(hi)));
-  return _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(b, 16));
-}
-
-// Decode streams each group once from DRAM; prefetching a few KB ahead keeps the stream busy
-// (groups are contiguous, so this runs on into the next group).
-constexpr size_t kPrefetchAhead = 4096;
-ZEN_TARGET_AVX2 inline void prefetch_block(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p) + kPrefetchAhead;
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
-}
-
-template <typename Act>
-inline const Act& act_block(const uint8_t* act, size_t act_row, int t, int64_t i) {
-  return reinterpret_cast<const Act*>(act + static_cast<size_t>(t) * act_row)[i];
-}
-
-// Each kernel handles one block (k-quants: super-block) of one group for the n tokens of a
-// token tile: it unpacks the block's weights once, then passes the tokens over them four at
-// a time, so unpacking costs once per tile rather than once per token. acc[t] holds the 8
-// rows' sums of token t (kept in memory across blocks; its loads and stores are cheap next
-// to a block's work).
-
-// Runs body.template operator()<T>(t) over tokens [0, n) in steps of 4, then the remainder.
-template <typename Body>
-ZEN_TARGET_AVX2 inline void over_tokens(int n, const Body& body) {
-  int t = 0;
-  for (; t + 4 <= n; t += 4) body.template operator()<4>(t);
-  switch (n - t) {
-    case 3: body.template operator()<3>(t); break;
-    case 2: body.template operator()<2>(t); break;
-    case 1: body.template operator()<1>(t); break;
-    default: break;
-  }
-}
+#define ZEN_PACKED_TARGET ZEN_TARGET_AVX2
+#include "kernels/cpu/packed_x86.inc"
 
 // --- 32-element formats ------------------------------------------------------------------------
 
@@ -112,11 +47,7 @@ struct Q8_0Kernel {
   }
   ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
     __m256i w[8], wabs[8];
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
-      w[k] = load256(g.qs + 32 * k);
-      wabs[k] = _mm256_sign_epi8(w[k], w[k]);
-    }
+    q8_0_weights(g, w, wabs);
     over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
 #pragma GCC unroll 4
       for (int t = t0; t < t0 + T; ++t) {
@@ -145,40 +76,10 @@ struct Q8_0Kernel {
   }
 };
 
-// Bit k of each byte moved to bit 4 (16-bit shifts: no bit crosses into the other byte's bit 4).
-template <int k>
-ZEN_TARGET_AVX2 inline __m256i bit_to_bit4(__m256i h) {
-  if constexpr (k < 4) return _mm256_slli_epi16(h, 4 - k);
-  else if constexpr (k == 4) return h;
-  else return _mm256_srli_epi16(h, k - 4);
-}
-
 // Q4_0 (kFiveBit false) and Q5_0: unsigned quants, the offset subtracted via the block sum.
 template <bool kFiveBit>
 struct Q4Q5Kernel {
   using Group = std::conditional_t<kFiveBit, packed::GroupQ5_0, packed::GroupQ4_0>;
-
-  // The block's 8 registers of unsigned quants (k-group k of every row).
-  ZEN_TARGET_AVX2 static void unpack(const Group& g, __m256i* w) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      const __m256i v = load256(g.qs + 32 * k);
-      w[k] = _mm256_and_si256(v, low4);
-      w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-    }
-    if constexpr (kFiveBit) {
-      const __m256i h = load256(g.qh), bit4 = _mm256_set1_epi8(0x10);
-      w[0] = _mm256_or_si256(w[0], _mm256_and_si256(bit_to_bit4<0>(h), bit4));
-      w[1] = _mm256_or_si256(w[1], _mm256_and_si256(bit_to_bit4<1>(h), bit4));
-      w[2] = _mm256_or_si256(w[2], _mm256_and_si256(bit_to_bit4<2>(h), bit4));
-      w[3] = _mm256_or_si256(w[3], _mm256_and_si256(bit_to_bit4<3>(h), bit4));
-      w[4] = _mm256_or_si256(w[4], _mm256_and_si256(bit_to_bit4<4>(h), bit4));
-      w[5] = _mm256_or_si256(w[5], _mm256_and_si256(bit_to_bit4<5>(h), bit4));
-      w[6] = _mm256_or_si256(w[6], _mm256_and_si256(bit_to_bit4<6>(h), bit4));
-      w[7] = _mm256_or_si256(w[7], _mm256_and_si256(bit_to_bit4<7>(h), bit4));
-    }
-  }
 
   // One token's exact block sum, the offset (8 or 16, folded into the activations' offset_sum)
   // subtracted.
@@ -210,9 +111,9 @@ struct Q4Q5Kernel {
   ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
     const __m256 dw = scales8(g.d);
     __m256i w[8];
-    unpack(g, w);
+    unpack_q4q5(g, w);
     over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
-#pragma GCC unroll 4
+#pragma GCC unroll 1
       for (int t = t0; t < t0 + T; ++t) {
         const ActQ8& a = act_block<ActQ8>(act, act_row, t, i);
         acc[t] = accumulate(acc[t], dw, a, block_sum(w, a));
@@ -227,7 +128,7 @@ struct Q4Q5Kernel {
     for (int64_t i = 0; i < nb; ++i, ++g) {
       prefetch_block(g, sizeof(*g));
       __m256i w[8];
-      unpack(*g, w);
+      unpack_q4q5(*g, w);
       acc = accumulate(acc, scales8(g->d), a[i], block_sum(w, a[i]));
     }
     return acc;
@@ -238,20 +139,6 @@ struct Q4Q5Kernel {
 // of 16 via the activation sums; two groups per block, each with its own row scales.
 struct Nvfp4Kernel {
   using Group = packed::GroupNvfp4;
-
-  // The 8 registers of a block: k = 2j + o holds, for every row, the codes of elements
-  // 8j + 2b + o (b < 4); k < 4 is group 0, k >= 4 group 1.
-  ZEN_TARGET_AVX2 static void weights(const Group& g, __m256i* w) {
-    const __m256i lut = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,  //
-                                         12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const __m256i v = load256(g.qs + 32 * j);
-      w[2 * j] = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low4));
-      w[2 * j + 1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
-    }
-  }
 
   // One token's block: the two groups' exact integer sums (each lane one row).
   ZEN_TARGET_AVX2 static void group_sums(const __m256i* w, const ActNvfp4& a, __m256i* s0, __m256i* s1) {
@@ -280,7 +167,7 @@ struct Nvfp4Kernel {
 
   ZEN_TARGET_AVX2 static void block(const Group& g, const uint8_t* act, size_t act_row, int64_t i, int n, __m256* acc) {
     __m256i w[8];
-    weights(g, w);
+    nvfp4_weights(g, w);
     __m256 sc0, sc1;
     e4m3x16_scaled(g.sc[0], &sc0, &sc1);
     over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
@@ -301,7 +188,7 @@ struct Nvfp4Kernel {
     for (int64_t i = 0; i < nb; ++i, ++g) {
       prefetch_block(g, sizeof(*g));
       __m256i w[8], s0, s1;
-      weights(*g, w);
+      nvfp4_weights(*g, w);
       __m256 sc0, sc1;
       e4m3x16_scaled(g->sc[0], &sc0, &sc1);
       group_sums(w, a[i], &s0, &s1);
@@ -312,8 +199,6 @@ struct Nvfp4Kernel {
 };
 
 // --- k-quants ------------------------------------------------------------------------------------
-
-constexpr int kTokenTile = 64;  // tokens per pass over a group; bounds the activation working set
 
 struct Q4_KKernel {
   using Group = packed::GroupQ4_K;
@@ -502,50 +387,6 @@ struct Q6_KKernel {
     return acc;
   }
 };
-
-// --- driver ----------------------------------------------------------------------------------------
-
-// One group for tokens [t0, t0 + n): blocks in order, then the 8 rows of each token stored.
-template <typename K>
-ZEN_TARGET_AVX2 void group_tokens(const PackedProblem& p, int64_t g, int64_t t0, int n) {
-  const auto* blocks = reinterpret_cast<const typename K::Group*>(p.weights + static_cast<size_t>(g) * p.group_bytes);
-  const uint8_t* act = p.act + static_cast<size_t>(t0) * p.act_row_bytes;
-  __m256 acc[kTokenTile];
-  // Kernels with a one-token path (the k-quants) keep its sums in registers.
-  constexpr bool kHasDecode = requires { K::decode(blocks, act, p.n_blocks); };
-  if constexpr (kHasDecode) {
-    if (n == 1) acc[0] = K::decode(blocks, act, p.n_blocks);
-  }
-  if (!kHasDecode || n > 1) {
-    for (int t = 0; t < n; ++t) acc[t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < p.n_blocks; ++i) {
-      if (n == 1) prefetch_block(&blocks[i], sizeof(blocks[i]));  // decode: a stream from DRAM
-      K::block(blocks[i], act, p.act_row_bytes, i, n, acc);
-    }
-  }
-  const int64_t r0 = g * packed::kGroupRows;
-  const int64_t live = std::min<int64_t>(packed::kGroupRows, p.n_rows - r0);
-  const __m256 out_scale = _mm256_set1_ps(p.out_scale);
-  for (int t = 0; t < n; ++t) {
-    float* dst = p.y + (t0 + t) * p.n_rows + r0;
-    const __m256 y = _mm256_mul_ps(acc[t], out_scale);
-    if (live == packed::kGroupRows) {
-      _mm256_storeu_ps(dst, y);
-    } else {  // the last group of a matrix whose rows are not a multiple of 8
-      alignas(32) float tmp[8];
-      _mm256_store_ps(tmp, y);
-      std::copy(tmp, tmp + live, dst);
-    }
-  }
-}
-
-template <typename K>
-ZEN_TARGET_AVX2 void groups(const PackedProblem& p, int64_t g0, int64_t g1) {
-  for (int64_t t0 = 0; t0 < p.n_tokens; t0 += kTokenTile) {
-    const int n = static_cast<int>(std::min<int64_t>(kTokenTile, p.n_tokens - t0));
-    for (int64_t g = g0; g < g1; ++g) group_tokens<K>(p, g, t0, n);
-  }
-}
 
 }  // namespace
 

@@ -23,3 +23,25 @@ struct PackedProblem {
 void packed_groups(const PackedProblem& p, int64_t g0, int64_t g1);
 
 }  // namespace zen::kernels::avx2
+
+// The same with VNNI block sums for Q8_0, Q4_0, Q5_0 and NVFP4 (packed_vnni.inc; the k-quants
+// go to the AVX2 kernels), in the VEX encoding (AVX-VNNI) and the EVEX one (AVX512-VNNI + VL).
+// Identical results, bit for bit.
+namespace zen::kernels::avxvnni {
+void packed_groups(const avx2::PackedProblem& p, int64_t g0, int64_t g1);
+}
+namespace zen::kernels::avx512vnni {
+void packed_groups(const avx2::PackedProblem& p, int64_t g0, int64_t g1);
+}
+
+namespace zen::kernels {
+using PackedGroupsFn = void (*)(const avx2::PackedProblem&, int64_t, int64_t);
+// The packed kernels this CPU runs best, and their name ("avx512vnni", "avxvnni", "avx2").
+// ZEN_PACKED_ISA=avx2|avxvnni|avx512vnni picks another the CPU has (comparisons, tests);
+// naming one it lacks is an error.
+PackedGroupsFn packed_groups_for_cpu();
+const char* packed_isa_name();
+// The kernels of a named instruction set whether or not this CPU has it (the emulated tests
+// run them in Bochs); nullptr for an unknown name.
+PackedGroupsFn packed_groups_for(const char* isa);
+}  // namespace zen::kernels

@@ -1,0 +1,26 @@
+"""The x86 packed kernels of every instruction set, run in the Bochs CPU emulator.
+
+This machine has AVX2 only; the AVX-VNNI and AVX512-VNNI kernels run on emulated Sapphire
+Rapids and Arrow Lake cores (tools/emulated_isa/run.py) and must equal the scalar reference
+bit for bit, and the AVX-512 ones must fault on the core without AVX-512."""
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86 kernels")
+def test_every_x86_instruction_set_equals_the_reference_in_emulation():
+    run = subprocess.run([sys.executable, str(ROOT / "tools/emulated_isa/run.py"), "--build", str(ROOT / "build")],
+                         capture_output=True, text=True, timeout=600)
+    print(run.stdout, run.stderr)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
+    for line in ["sapphire_rapids: avxvnni kernels, 48 cases: all equal the reference bit for bit",
+                 "sapphire_rapids: avx512vnni kernels, 48 cases: all equal the reference bit for bit",
+                 "arrow_lake: avxvnni kernels, 48 cases: all equal the reference bit for bit",
+                 "arrow_lake: avx512vnni kernels fault with #UD, as the model lacks them"]:
+        assert line in out
