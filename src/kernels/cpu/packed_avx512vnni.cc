@@ -1,5 +1,6 @@
-// The VNNI packed kernels (packed_vnni.inc) in their EVEX encoding, on 256-bit registers: AVX512-VNNI with AVX512-VL (Ice Lake,
-// Sapphire Rapids and later Xeons, AMD Zen 4). Chosen at run time (packed.cc).
+// The VNNI packed kernels (packed_vnni.inc) in their EVEX encoding on 256-bit registers:
+// AVX512-VNNI with AVX512-VL (Ice Lake, Sapphire Rapids and later Xeons, AMD Zen 4). Chosen at
+// run time (packed.cc).
 #include "kernels/cpu/simd.h"
 
 #if ZEN_HAVE_X86_SIMD
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "base/error.h"
 #include "kernels/cpu/fp_gemm.h"
 #include "kernels/cpu/packed_avx2.h"
 #include "kernels/cpu/packed_layout.h"
@@ -16,6 +18,7 @@
 namespace zen::kernels::avx512vnni {
 #define ZEN_PACKED_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
 #define ZEN_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#define ZEN_DPWSSD(acc, a, b) _mm256_dpwssd_epi32(acc, a, b)
 #include "kernels/cpu/packed_vnni.inc"
 }  // namespace zen::kernels::avx512vnni
 

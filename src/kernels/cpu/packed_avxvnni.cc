@@ -9,6 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "base/error.h"
 #include "kernels/cpu/fp_gemm.h"
 #include "kernels/cpu/packed_avx2.h"
 #include "kernels/cpu/packed_layout.h"
@@ -16,6 +17,7 @@
 namespace zen::kernels::avxvnni {
 #define ZEN_PACKED_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define ZEN_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#define ZEN_DPWSSD(acc, a, b) _mm256_dpwssd_avx_epi32(acc, a, b)
 #include "kernels/cpu/packed_vnni.inc"
 }  // namespace zen::kernels::avxvnni
 
