@@ -11,9 +11,11 @@ STORIES = SHARED / "stories260K" / "stories260K.gguf"
 DEFAULT_MODEL = pathlib.Path(os.environ.get("ZEN_DEFAULT_MODEL", ROOT / "models" / "default" / "model.gguf"))
 
 
-def zen(*args, input=None, check=False, timeout=600):
-    """Runs the zen binary; returns CompletedProcess with text stdout/stderr."""
-    proc = subprocess.run([str(ZEN), *map(str, args)], input=input, capture_output=True, text=True, timeout=timeout)
+def zen(*args, input=None, check=False, timeout=600, env=None):
+    """Runs the zen binary (env: extra environment variables); returns CompletedProcess with
+    text stdout/stderr."""
+    proc = subprocess.run([str(ZEN), *map(str, args)], input=input, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **env) if env else None)
     if check and proc.returncode != 0:
         raise AssertionError(f"zen {args} failed ({proc.returncode}):\n{proc.stderr}")
     return proc

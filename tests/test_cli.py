@@ -38,6 +38,22 @@ def test_bad_flag_values_are_named():
     assert r.returncode == 1 and "--temperature needs a value" in r.stderr
 
 
+def test_packed_kernel_choice_is_reported_and_checked():
+    flags = open("/proc/cpuinfo").read()
+    if " avx2 " not in flags:
+        pytest.skip("no AVX2: no packed kernels to choose")
+    need(DEFAULT_MODEL, "the default model")
+    args = ("bench", "--model", DEFAULT_MODEL, "--concurrency", "1", "--workloads", "w:8:2", "--no-prefix-table",
+            "--json", "/dev/null")
+    r = zen(*args, env={"ZEN_PACKED_ISA": "avx2"})
+    assert r.returncode == 0 and "Packed matmul kernels: avx2" in r.stdout, r.stderr
+    r = zen(*args, env={"ZEN_PACKED_ISA": "sse9"})
+    assert r.returncode == 1 and "ZEN_PACKED_ISA=sse9: expected avx2, avxvnni or avx512vnni" in r.stderr
+    if " avx512_vnni " not in flags:
+        r = zen(*args, env={"ZEN_PACKED_ISA": "avx512vnni"})
+        assert r.returncode == 1 and "ZEN_PACKED_ISA=avx512vnni: this CPU does not have it" in r.stderr
+
+
 def test_missing_model_is_a_clear_error():
     r = zen("run", "--model", "/nonexistent/model.gguf", "--prompt", "hi")
     assert r.returncode == 1

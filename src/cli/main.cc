@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "kernels/cpu/packed.h"
 
 namespace {
 
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   try {
+    zen::kernels::PackedMatrix::isa();  // a bad ZEN_PACKED_ISA fails here, before any work
     if (command == "run") return zen::cli::run_command(argc, argv);
     if (command == "tokenize") return zen::cli::tokenize_command(argc, argv);
     if (command == "perplexity") return zen::cli::perplexity_command(argc, argv);

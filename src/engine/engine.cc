@@ -12,6 +12,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/state_cache.h"
+#include "kernels/cpu/packed.h"
 
 namespace zen {
 namespace {
@@ -121,7 +122,8 @@ std::string Engine::describe() const {
   s << "KV cache: " << kv_capacity_tokens() << " tokens (" << impl_->kv.num_blocks() << " blocks of "
     << options_.block_size << ", " << kv_dtype_name(impl_->kv.dtype()) << ", " << gib << " GiB)\n"
     << "Maximum concurrency for " << context_window() << " tokens per request: "
-    << static_cast<double>(kv_capacity_tokens()) / static_cast<double>(context_window()) << "x";
+    << static_cast<double>(kv_capacity_tokens()) / static_cast<double>(context_window()) << "x\n"
+    << "Packed matmul kernels: " << kernels::PackedMatrix::isa();
   if (impl_->states) {
     const StatePool& p = impl_->states->pool();
     s << "\nRecurrent state: " << p.bytes_per_slot() << " bytes per sequence, " << p.num_slots() << " slots ("

@@ -561,6 +561,13 @@ bool PackedMatrix::supports(DType dtype) {
 
 bool PackedMatrix::available() { return use_avx2(); }
 
+const char* PackedMatrix::isa() {
+#if ZEN_HAVE_X86_SIMD
+  if (available()) return packed_isa_name();
+#endif
+  return "none";
+}
+
 #if ZEN_HAVE_X86_SIMD
 namespace {
 

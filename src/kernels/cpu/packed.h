@@ -46,6 +46,9 @@ class PackedMatrix {
   // elsewhere the per-row kernels stay in use, with their own SIMD paths).
   static bool supports(DType dtype);
   static bool available();
+  // The instruction set the packed kernels run with here: "avx512vnni", "avxvnni", "avx2",
+  // or "none" (not x86, or no AVX2).
+  static const char* isa();
 
   // Interleaves w ([rows, k] in a supported dtype); rows are padded to a multiple of 8 with
   // zero blocks. Throws zen::Error for unsupported dtypes or a short tensor.
