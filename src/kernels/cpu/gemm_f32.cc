@@ -7,6 +7,10 @@
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/simd.h"
 
+#if ZEN_HAVE_NEON
+#include <arm_neon.h>
+#endif
+
 namespace zen::kernels {
 
 namespace ref {
@@ -196,26 +200,93 @@ ZEN_TARGET_AVX2 void mul_avx2(const float* x, const float* y, int64_t n, float* 
 
 #endif
 
+#if ZEN_HAVE_NEON
+
+// kRows (1..6) rows x one panel in 4 * kRows accumulators (of NEON's 32 registers), one FMA
+// by element per row and 4 columns; the same per-element order as the AVX2 tile. A partial
+// panel (cols < 16) is computed whole, its padding columns being zero, and stored in part.
+template <int kRows>
+void tile_neon(int64_t K, const float* A, int64_t lda, const float* panel, float* C, int64_t ldc, float beta,
+               const float* row_beta, int64_t cols) {
+  float32x4_t acc[kRows][4];
+  alignas(16) float c_rows[kRows][kGemmPanel];
+  for (int r = 0; r < kRows; ++r) {
+    const float scale = row_beta != nullptr ? row_beta[r] : beta;
+    const bool read = !(row_beta == nullptr && beta == 0.0f);
+    std::fill(c_rows[r], c_rows[r] + kGemmPanel, 0.0f);
+    if (read) std::copy(C + r * ldc, C + r * ldc + cols, c_rows[r]);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q)
+      acc[r][q] = read ? vmulq_n_f32(vld1q_f32(c_rows[r] + 4 * q), scale) : vdupq_n_f32(0.0f);
+  }
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b = panel + k * kGemmPanel;
+    const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8), b3 = vld1q_f32(b + 12);
+#pragma GCC unroll 6
+    for (int r = 0; r < kRows; ++r) {
+      const float a = A[r * lda + k];
+      acc[r][0] = vfmaq_n_f32(acc[r][0], b0, a);
+      acc[r][1] = vfmaq_n_f32(acc[r][1], b1, a);
+      acc[r][2] = vfmaq_n_f32(acc[r][2], b2, a);
+      acc[r][3] = vfmaq_n_f32(acc[r][3], b3, a);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    if (cols == kGemmPanel) {
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) vst1q_f32(C + r * ldc + 4 * q, acc[r][q]);
+    } else {
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) vst1q_f32(c_rows[r] + 4 * q, acc[r][q]);
+      std::copy(c_rows[r], c_rows[r] + cols, C + r * ldc);
+    }
+  }
+}
+
+void gemm_packed_neon(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
+                      int64_t panel_rows, float* C, int64_t ldc, float beta, const float* row_beta) {
+  for (int64_t j = 0; j < N; j += kGemmPanel) {
+    const float* panel = Bp + j * panel_rows;
+    const int64_t cols = std::min(kGemmPanel, N - j);
+    int64_t i = 0;
+    auto rb = [&]() { return row_beta != nullptr ? row_beta + i : nullptr; };
+    for (; i + 6 <= M; i += 6) tile_neon<6>(K, A + i * lda, lda, panel, C + i * ldc + j, ldc, beta, rb(), cols);
+    const float* a = A + i * lda;
+    float* c = C + i * ldc + j;
+    switch (M - i) {
+      case 5: tile_neon<5>(K, a, lda, panel, c, ldc, beta, rb(), cols); break;
+      case 4: tile_neon<4>(K, a, lda, panel, c, ldc, beta, rb(), cols); break;
+      case 3: tile_neon<3>(K, a, lda, panel, c, ldc, beta, rb(), cols); break;
+      case 2: tile_neon<2>(K, a, lda, panel, c, ldc, beta, rb(), cols); break;
+      case 1: tile_neon<1>(K, a, lda, panel, c, ldc, beta, rb(), cols); break;
+      default: break;
+    }
+  }
+}
+
+#endif
+
 }  // namespace
 
 void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
                      int64_t panel_rows, float* C, int64_t ldc, float beta, const float* row_beta) {
 #if ZEN_HAVE_X86_SIMD
   if (use_avx2()) return gemm_packed_avx2(M, N, K, A, lda, Bp, panel_rows, C, ldc, beta, row_beta);
+#elif ZEN_HAVE_NEON
+  if (use_neon()) return gemm_packed_neon(M, N, K, A, lda, Bp, panel_rows, C, ldc, beta, row_beta);
 #endif
   gemm_packed_scalar(M, N, K, A, lda, Bp, panel_rows, C, ldc, beta, row_beta);
 }
 
 void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
               int64_t ldc, bool accumulate) {
-#if ZEN_HAVE_X86_SIMD
-  if (use_avx2()) {
+  if (use_avx2() || use_neon()) {
     thread_local std::vector<float> packed;
     packed.resize(static_cast<size_t>(packed_b_floats(K, N)));
     pack_b_f32(K, N, B, ldb, packed.data());
-    return gemm_packed_avx2(M, N, K, A, lda, packed.data(), K, C, ldc, accumulate ? 1.0f : 0.0f, nullptr);
+    return gemm_f32_packed(M, N, K, A, lda, packed.data(), K, C, ldc, accumulate ? 1.0f : 0.0f);
   }
-#endif
   ref::gemm_f32(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 

@@ -1,4 +1,4 @@
-// gemm_f32 / gemm_f32_packed (AVX2 tiles + masked partial panels) against the scalar reference
+// gemm_f32 / gemm_f32_packed (AVX2 or NEON tiles, partial panels) against the scalar reference
 // on odd sizes and strides, and the chunk's small helpers (packing, the triangular inverse).
 #include "kernels/cpu/gemm_f32.h"
 

@@ -1,10 +1,12 @@
 // NVFP4 products. AVX2 path: fp_gemm.h's unscaled order over weights dequantized exactly as
 // nvfp4_dequantize_row does (E2M1 via e2m1x16, times the group scale from group_scales; a NaN
-// scale code, which checkpoints never hold, decodes to 480 there); scalar path:
+// scale code, which checkpoints never hold, decodes to 480 there); NEON path: a row dot per
+// output, each group's exact E2M1 values dotted in two chains, then scaled; scalar path:
 // ref::nvfp4_row_dot per output.
 #include "kernels/cpu/nvfp4.h"
 
 #include <array>
+#include <cmath>
 #include <vector>
 
 #include "base/error.h"
@@ -14,6 +16,8 @@
 
 #if ZEN_HAVE_X86_SIMD
 #include <immintrin.h>
+#elif ZEN_HAVE_NEON
+#include <arm_neon.h>
 #endif
 
 namespace zen::kernels {
@@ -183,9 +187,48 @@ float ref::nvfp4_row_dot(const Nvfp4Matrix& w, int64_t row, const float* x) {
   return acc * w.global_scale;
 }
 
+#if ZEN_HAVE_NEON
+// The 16 codes of a group (8 bytes, low nibble = even element) -> their E2M1 values, exactly:
+// a table lookup gives each value's f16 high byte (as e2m1x16 on x86), FCVTL widens.
+inline void e2m1x16_neon(const uint8_t* p, float32x4_t* w) {
+  static const uint8_t kF16High[16] = {0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46,
+                                       0x00, 0xB8, 0xBC, 0xBE, 0xC0, 0xC2, 0xC4, 0xC6};
+  const uint8x8_t bytes = vld1_u8(p);
+  const uint8x8x2_t codes = vzip_u8(vand_u8(bytes, vdup_n_u8(0x0F)), vshr_n_u8(bytes, 4));  // element order
+  const uint8x16_t high = vqtbl1q_u8(vld1q_u8(kF16High), vcombine_u8(codes.val[0], codes.val[1]));
+  const uint8x16_t zero = vdupq_n_u8(0);
+  const float16x8_t h0 = vreinterpretq_f16_u8(vzip1q_u8(zero, high)), h1 = vreinterpretq_f16_u8(vzip2q_u8(zero, high));
+  w[0] = vcvt_f32_f16(vget_low_f16(h0));
+  w[1] = vcvt_high_f32_f16(h0);
+  w[2] = vcvt_f32_f16(vget_low_f16(h1));
+  w[3] = vcvt_high_f32_f16(h1);
+}
+
+// One row: per group of 16 two 4-lane FMA chains over the E2M1 values, summed and folded with
+// the group scale (E4M3 times the global scale, as nvfp4_dequantize_row rounds it).
+float nvfp4_row_dot_neon(const Nvfp4Matrix& w, int64_t row, const float* x) {
+  const uint8_t* codes = row_codes(w, row);
+  const uint8_t* scales = row_scales(w, row);
+  const float* e4m3 = e4m3_lut();
+  float total = 0.0f;
+  for (int64_t g = 0; g < w.cols / kNvfp4GroupSize; ++g) {
+    float32x4_t v[4];
+    e2m1x16_neon(codes + 8 * g, v);
+    const float* xg = x + g * kNvfp4GroupSize;
+    float32x4_t a0 = vmulq_f32(v[0], vld1q_f32(xg)), a1 = vmulq_f32(v[1], vld1q_f32(xg + 4));
+    a0 = vfmaq_f32(a0, v[2], vld1q_f32(xg + 8));
+    a1 = vfmaq_f32(a1, v[3], vld1q_f32(xg + 12));
+    total = std::fma(vaddvq_f32(vaddq_f32(a0, a1)), e4m3[scales[g]] * w.global_scale, total);
+  }
+  return total;
+}
+#endif
+
 float nvfp4_row_dot(const Nvfp4Matrix& w, int64_t row, const float* x) {
 #if ZEN_HAVE_X86_SIMD
   if (use_avx2()) return nvfp4_row_dot_avx2(w, row, x);
+#elif ZEN_HAVE_NEON
+  if (use_neon()) return nvfp4_row_dot_neon(w, row, x);
 #endif
   return ref::nvfp4_row_dot(w, row, x);
 }

@@ -1,4 +1,4 @@
-// NVFP4 matmul: AVX2 vs scalar reference, against dequantized rows, batch/thread invariance.
+// NVFP4 matmul: AVX2 or NEON vs scalar reference, against dequantized rows, batch/thread invariance.
 #include "kernels/cpu/nvfp4.h"
 
 #include <gtest/gtest.h>
