@@ -54,6 +54,23 @@ def test_packed_kernel_choice_is_reported_and_checked():
         assert r.returncode == 1 and "ZEN_PACKED_ISA=avx512vnni: this CPU does not have it" in r.stderr
 
 
+def test_bench_reports_window_and_steady_decode(tmp_path):
+    need(DEFAULT_MODEL, "the default model")
+    out = tmp_path / "bench.json"
+    r = zen("bench", "--model", DEFAULT_MODEL, "--concurrency", "1,4", "--workloads", "w:8:12", "--no-prefix-table",
+            "--json", out)
+    assert r.returncode == 0, r.stderr
+    cells = json.loads(out.read_text())["cells"]
+    assert [c["concurrency"] for c in cells] == [1, 4]
+    for c in cells:
+        assert c["errors"] == 0
+        # The steady rate counts only tokens made while every stream decodes.
+        assert c["steady_decode_tokens_per_second"] > 0
+        assert c["decode_tokens_per_second"] > 0
+    assert "w: window decode vs concurrency 1:  c4 " in r.stdout
+    assert "w: steady decode vs concurrency 1:  c4 " in r.stdout
+
+
 def test_missing_model_is_a_clear_error():
     r = zen("run", "--model", "/nonexistent/model.gguf", "--prompt", "hi")
     assert r.returncode == 1

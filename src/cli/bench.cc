@@ -79,6 +79,7 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t vocab) 
 
 struct RequestTiming {
   Clock::time_point added, first, last;
+  std::vector<Clock::time_point> token_times;  // when each token arrived
   int64_t tokens = 0, cached = 0;
   std::string reason;
 };
@@ -98,6 +99,7 @@ std::vector<RequestTiming> run_wave(Engine& engine, const std::vector<std::vecto
         if (r->tokens == 0) r->first = now;
         r->last = now;
         r->tokens += static_cast<int64_t>(u.tokens.size());
+        r->token_times.insert(r->token_times.end(), u.tokens.size(), now);
       }
       if (u.finished) {
         r->reason = u.finish_reason;
@@ -140,10 +142,24 @@ nlohmann::json run_cell(Engine& engine, const Workload& w, int64_t concurrency, 
   const double wall = seconds(start, end);
   const double window = std::max(1e-9, seconds(window_begin, window_end));
   const double decode_tps = decoded > 0 ? static_cast<double>(decoded) / window : 0.0;
+  // Steady decode: while every request of the wave is decoding (from the last first token to
+  // the first last token), tokens of all requests over that time; no prefill step is inside
+  // it. The aggregate decode rate of `concurrency` streams.
+  Clock::time_point all_decoding = start, first_done = end;
+  for (const auto& r : timings)
+    if (r.tokens > 0) {
+      all_decoding = std::max(all_decoding, r.first);
+      first_done = std::min(first_done, r.last);
+    }
+  int64_t steady_tokens = 0;
+  for (const auto& r : timings)
+    for (const auto& at : r.token_times) steady_tokens += at > all_decoding && at <= first_done ? 1 : 0;
+  const double steady_s = seconds(all_decoding, first_done);
+  const double steady_tps = errors == 0 && steady_s > 0 ? static_cast<double>(steady_tokens) / steady_s : 0.0;
   return {{"workload", w.name}, {"prompt_tokens", w.prompt_tokens}, {"output_tokens", w.output_tokens},
           {"concurrency", concurrency}, {"repeat", repeat}, {"requests", concurrency}, {"errors", errors},
           {"wall_seconds", wall}, {"output_tokens_per_second", static_cast<double>(output) / wall},
-          {"decode_tokens_per_second", decode_tps},
+          {"decode_tokens_per_second", decode_tps}, {"steady_decode_tokens_per_second", steady_tps},
           {"ttft_p50", percentile(ttft, 50)}, {"ttft_p95", percentile(ttft, 95)},
           {"stream_tps_min", percentile(stream_tps, 0)}, {"stream_tps_p05", percentile(stream_tps, 5)},
           {"stream_tps_p50", percentile(stream_tps, 50)}, {"stream_tps_p95", percentile(stream_tps, 95)},
@@ -169,20 +185,22 @@ nlohmann::json run_prefix_row(Engine& engine, int64_t length, std::mt19937& rng)
 }
 
 // Per workload: aggregate decode tok/s at each concurrency over concurrency 1 (median of the
-// repeats), the batching gain a serving engine is chosen for.
+// repeats), the batching gain a serving engine is chosen for; over the whole decode window
+// (prefill steps of later requests included) and over the steady part (every stream decoding).
 void print_decode_scaling(const nlohmann::json& cells) {
-  std::map<std::string, std::map<int64_t, std::vector<double>>> rates;
-  for (const auto& c : cells)
-    rates[c["workload"].get<std::string>()][c["concurrency"].get<int64_t>()].push_back(
-        c["decode_tokens_per_second"].get<double>());
-  for (auto& [name, by_level] : rates) {
-    if (!by_level.contains(1) || by_level.size() < 2) continue;
-    const double base = percentile(by_level[1], 50);
-    if (base <= 0) continue;
-    std::printf("%s: aggregate decode vs concurrency 1:", name.c_str());
-    for (auto& [level, v] : by_level)
-      if (level != 1) std::printf("  c%" PRId64 " %.2fx", level, percentile(v, 50) / base);
-    std::printf("\n");
+  for (const char* key : {"decode_tokens_per_second", "steady_decode_tokens_per_second"}) {
+    std::map<std::string, std::map<int64_t, std::vector<double>>> rates;
+    for (const auto& c : cells)
+      rates[c["workload"].get<std::string>()][c["concurrency"].get<int64_t>()].push_back(c[key].get<double>());
+    for (auto& [name, by_level] : rates) {
+      if (!by_level.contains(1) || by_level.size() < 2) continue;
+      const double base = percentile(by_level[1], 50);
+      if (base <= 0) continue;
+      std::printf("%s: %s decode vs concurrency 1:", name.c_str(), key[0] == 's' ? "steady" : "window");
+      for (auto& [level, v] : by_level)
+        if (level != 1) std::printf("  c%" PRId64 " %.2fx", level, percentile(v, 50) / base);
+      std::printf("\n");
+    }
   }
 }
 
@@ -236,16 +254,18 @@ int bench_command(int argc, char** argv) {
   // Warm-up: page in the weights and grow the activation buffers before anything is timed.
   run_wave(engine, {random_tokens(rng, 64, model->config().vocab_size)}, 4);
   if (!f.flag("no-matrix")) {
-    std::printf("\n%-10s %5s %4s %10s %10s %9s %9s %8s %8s %8s %8s %8s %6s\n", "workload", "conc", "rep", "out tok/s",
-                "dec tok/s", "ttft p50", "ttft p95", "s min", "s p05", "s p50", "s p95", "s max", "errors");
+    std::printf("\n%-10s %5s %4s %10s %10s %10s %9s %9s %8s %8s %8s %8s %8s %6s\n", "workload", "conc", "rep",
+                "out tok/s", "dec tok/s", "steady t/s", "ttft p50", "ttft p95", "s min", "s p05", "s p50", "s p95",
+                "s max", "errors");
     for (const Workload& w : workloads)
       for (int64_t c : levels)
         for (int64_t r = 0; r < repeats; ++r) {
           const auto cell = run_cell(engine, w, c, static_cast<int>(r), rng);
           errors += cell["errors"].get<int64_t>();
-          std::printf("%-10s %5" PRId64 " %4" PRId64 " %10.1f %10.1f %9.3f %9.3f %8.1f %8.1f %8.1f %8.1f %8.1f %6" PRId64 "\n",
+          std::printf("%-10s %5" PRId64 " %4" PRId64 " %10.1f %10.1f %10.1f %9.3f %9.3f %8.1f %8.1f %8.1f %8.1f %8.1f %6" PRId64 "\n",
                       w.name.c_str(), c, r, cell["output_tokens_per_second"].get<double>(),
                       cell["decode_tokens_per_second"].get<double>(),
+                      cell["steady_decode_tokens_per_second"].get<double>(),
                       cell["ttft_p50"].get<double>(), cell["ttft_p95"].get<double>(),
                       cell["stream_tps_min"].get<double>(), cell["stream_tps_p05"].get<double>(),
                       cell["stream_tps_p50"].get<double>(), cell["stream_tps_p95"].get<double>(),
