@@ -5,10 +5,12 @@
 // quantization and the reference.
 #include <cpuid.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -84,6 +86,12 @@ const void* zen_probe_problem(void* h) { return &static_cast<Probe*>(h)->problem
 int64_t zen_probe_groups(void* h) { return static_cast<Probe*>(h)->problem.n_groups; }
 // packed_groups(const PackedProblem&, int64_t g0, int64_t g1) of a named instruction set.
 void* zen_probe_kernel(const char* isa) { return reinterpret_cast<void*>(packed_groups_for(isa)); }
+
+// Fills the output with NaN before a kernel runs.
+void zen_probe_reset(void* h) {
+  auto& y = static_cast<Probe*>(h)->y;
+  std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
+}
 
 // 1 when the kernel's output equals the scalar reference bit for bit; else 0 and the first
 // difference in msg.

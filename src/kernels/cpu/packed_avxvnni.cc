@@ -3,22 +3,9 @@
 #include "kernels/cpu/simd.h"
 
 #if ZEN_HAVE_X86_SIMD
-#include <immintrin.h>
-
-#include <algorithm>
-#include <cstring>
-#include <type_traits>
-
-#include "base/error.h"
-#include "kernels/cpu/fp_gemm.h"
-#include "kernels/cpu/packed_avx2.h"
-#include "kernels/cpu/packed_layout.h"
-
-namespace zen::kernels::avxvnni {
+#define ZEN_PACKED_NAMESPACE avxvnni
 #define ZEN_PACKED_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define ZEN_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
 #define ZEN_DPWSSD(acc, a, b) _mm256_dpwssd_avx_epi32(acc, a, b)
 #include "kernels/cpu/packed_vnni.inc"
-}  // namespace zen::kernels::avxvnni
-
 #endif  // ZEN_HAVE_X86_SIMD
