@@ -113,7 +113,7 @@ struct Q4Q5Kernel {
     __m256i w[8];
     unpack_q4q5(g, w);
     over_tokens(n, [&]<int T>(int t0) ZEN_TARGET_AVX2 {
-#pragma GCC unroll 1
+#pragma GCC unroll 4
       for (int t = t0; t < t0 + T; ++t) {
         const ActQ8& a = act_block<ActQ8>(act, act_row, t, i);
         acc[t] = accumulate(acc[t], dw, a, block_sum(w, a));
