@@ -49,6 +49,22 @@ void unpack_b_f32(int64_t K, int64_t N, const float* packed, float* B, int64_t l
 
 namespace {
 
+// Rows [0, M) of the panel in 6-row tiles, then one tile of the rest: tile.template
+// operator()<R>(i) computes rows i .. i + R - 1.
+template <typename Tile>
+ZEN_TARGET_AVX2 inline void for_row_tiles(int64_t M, const Tile& tile) {
+  int64_t i = 0;
+  for (; i + 6 <= M; i += 6) tile.template operator()<6>(i);
+  switch (M - i) {
+    case 5: return tile.template operator()<5>(i);
+    case 4: return tile.template operator()<4>(i);
+    case 3: return tile.template operator()<3>(i);
+    case 2: return tile.template operator()<2>(i);
+    case 1: return tile.template operator()<1>(i);
+    default: return;
+  }
+}
+
 // The scalar form of gemm_f32_packed: ref::gemm_f32's sums, reading the panels.
 void gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
                         int64_t panel_rows, float* C, int64_t ldc, float beta, const float* row_beta) {
@@ -119,23 +135,14 @@ ZEN_TARGET_AVX2 void tile(int64_t K, const float* A, int64_t lda, const float* p
   }
 }
 
-// All M rows against one panel: 6-row tiles, then one tile of the remaining rows.
+// All M rows against one panel.
 template <bool kFull>
 ZEN_TARGET_AVX2 void panel_rows_avx2(int64_t M, int64_t K, const float* A, int64_t lda, const float* panel, float* C,
                                      int64_t ldc, float beta, const float* row_beta, __m256i m0, __m256i m1) {
-  int64_t i = 0;
-  auto rb = [&]() { return row_beta != nullptr ? row_beta + i : nullptr; };
-  for (; i + 6 <= M; i += 6) tile<6, kFull>(K, A + i * lda, lda, panel, C + i * ldc, ldc, beta, rb(), m0, m1);
-  const float* a = A + i * lda;
-  float* c = C + i * ldc;
-  switch (M - i) {
-    case 5: return tile<5, kFull>(K, a, lda, panel, c, ldc, beta, rb(), m0, m1);
-    case 4: return tile<4, kFull>(K, a, lda, panel, c, ldc, beta, rb(), m0, m1);
-    case 3: return tile<3, kFull>(K, a, lda, panel, c, ldc, beta, rb(), m0, m1);
-    case 2: return tile<2, kFull>(K, a, lda, panel, c, ldc, beta, rb(), m0, m1);
-    case 1: return tile<1, kFull>(K, a, lda, panel, c, ldc, beta, rb(), m0, m1);
-    default: return;
-  }
+  for_row_tiles(M, [&]<int R>(int64_t i) ZEN_TARGET_AVX2 {
+    tile<R, kFull>(K, A + i * lda, lda, panel, C + i * ldc, ldc, beta, row_beta != nullptr ? row_beta + i : nullptr,
+                   m0, m1);
+  });
 }
 
 ZEN_TARGET_AVX2 void gemm_packed_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
@@ -249,19 +256,10 @@ void gemm_packed_neon(int64_t M, int64_t N, int64_t K, const float* A, int64_t l
   for (int64_t j = 0; j < N; j += kGemmPanel) {
     const float* panel = Bp + j * panel_rows;
     const int64_t cols = std::min(kGemmPanel, N - j);
-    int64_t i = 0;
-    auto rb = [&]() { return row_beta != nullptr ? row_beta + i : nullptr; };
-    for (; i + 6 <= M; i += 6) tile_neon<6>(K, A + i * lda, lda, panel, C + i * ldc + j, ldc, beta, rb(), cols);
-    const float* a = A + i * lda;
-    float* c = C + i * ldc + j;
-    switch (M - i) {
-      case 5: tile_neon<5>(K, a, lda, panel, c, ldc, beta, rb(), cols); break;
-      case 4: tile_neon<4>(K, a, lda, panel, c, ldc, beta, rb(), cols); break;
-      case 3: tile_neon<3>(K, a, lda, panel, c, ldc, beta, rb(), cols); break;
-      case 2: tile_neon<2>(K, a, lda, panel, c, ldc, beta, rb(), cols); break;
-      case 1: tile_neon<1>(K, a, lda, panel, c, ldc, beta, rb(), cols); break;
-      default: break;
-    }
+    for_row_tiles(M, [&]<int R>(int64_t i) {
+      tile_neon<R>(K, A + i * lda, lda, panel, C + i * ldc + j, ldc, beta, row_beta != nullptr ? row_beta + i : nullptr,
+                   cols);
+    });
   }
 }
 
