@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "kernels/cpu/ops.h"
 
 namespace zen {
 
@@ -22,10 +23,7 @@ void SamplingParams::validate() const {
 }
 
 int32_t argmax(const float* logits, int64_t vocab) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < vocab; ++i)
-    if (logits[i] > logits[best]) best = i;  // first maximum wins, as torch.argmax
-  return static_cast<int32_t>(best);
+  return static_cast<int32_t>(kernels::argmax_f32(logits, vocab));  // first maximum wins, as torch.argmax
 }
 
 Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt) : p_(params) {

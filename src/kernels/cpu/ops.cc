@@ -64,6 +64,13 @@ void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(src[i]);
 }
 
+int64_t argmax_f32(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
 void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out) {
   for (int64_t j = 0; j < count; ++j) out[j] = dot_f32(q, k + j * k_stride, n) * scale;
 }
@@ -92,6 +99,12 @@ void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out) {
   ZEN_DISPATCH(rmsnorm(x, w, eps, n, out));
 }
 void add_inplace(float* y, const float* x, int64_t n) { ZEN_DISPATCH(add_inplace(y, x, n)); }
+int64_t argmax_f32(const float* x, int64_t n) {
+#if ZEN_HAVE_X86_SIMD
+  if (use_avx2()) return avx2::argmax_f32(x, n);
+#endif
+  return ref::argmax_f32(x, n);
+}
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   ZEN_DISPATCH(silu_mul(gate, up, n, out));
 }

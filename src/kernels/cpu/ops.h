@@ -31,6 +31,10 @@ void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_s
 void exp_f32(const float* x, int64_t n, float* out);
 // out[i] = the f32 whose high half is src[i] (bf16 widening, exact; KV-cache reads).
 void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n);
+// The index of the first maximum of x[0..n), n >= 1, as torch.argmax and the loop "x[i] >
+// x[best]": NaNs are never chosen, except that a NaN at index 0 is returned (nothing
+// compares greater than it); +0 and -0 are equal, so the first of them wins.
+int64_t argmax_f32(const float* x, int64_t n);
 
 namespace ref {
 void rmsnorm(const float* x, const float* w, float eps, int64_t n, float* out);
@@ -44,6 +48,7 @@ void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n);
 void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out);
 void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc,
                    int64_t acc_stride, int64_t n_acc);
+int64_t argmax_f32(const float* x, int64_t n);
 }  // namespace ref
 
 }  // namespace zen::kernels

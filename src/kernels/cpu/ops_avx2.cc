@@ -96,6 +96,32 @@ ZEN_TARGET_AVX2 void silu_mul(const float* gate, const float* up, int64_t n, flo
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + exp1(-gate[i])) * up[i];
 }
 
+// Two passes: the maximum (NaNs skipped: vmaxps returns its second operand, the running
+// maximum, when the first is NaN), then the first index holding it.
+ZEN_TARGET_AVX2 int64_t argmax_f32(const float* x, int64_t n) {
+  if (std::isnan(x[0])) return 0;  // nothing compares greater than a leading NaN
+  __m256 m0 = _mm256_set1_ps(x[0]), m1 = m0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_max_ps(m0, m1));
+  float best = lanes[0];
+  for (int l = 1; l < 8; ++l) best = std::max(best, lanes[l]);
+  for (; i < n; ++i)
+    if (x[i] > best) best = x[i];
+  const __m256 target = _mm256_set1_ps(best);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), target, _CMP_EQ_OQ));
+    if (mask != 0) return i + __builtin_ctz(static_cast<unsigned>(mask));
+  }
+  for (; i < n; ++i)
+    if (x[i] == best) return i;
+  return 0;  // unreachable: best is one of the elements
+}
+
 ZEN_TARGET_AVX2 float dot_f32(const float* a, const float* b, int64_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
   int64_t i = 0;

@@ -199,6 +199,38 @@ TEST(Ops, Bf16RowsWidenExactly) {
   }
 }
 
+TEST(Ops, ArgmaxIsTheFirstMaximumLikeTheScalarLoop) {
+  // Random rows, then the cases a vector max gets wrong: ties (the first wins, also across
+  // the two passes' lane order), NaNs (never chosen unless at index 0), +0 / -0, infinities.
+  std::mt19937 rng(43);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> rows;
+  for (const int64_t n : kSizes) rows.push_back(random_vector(rng, n));
+  rows.push_back(random_vector(rng, 151936, 4.0f));
+  rows.push_back({2.0f, 5.0f, 5.0f, 1.0f, 5.0f, 0.0f, 0.0f, 0.0f, 0.0f, 5.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 5.0f});
+  rows.push_back({nan, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f, 9.0f});
+  rows.push_back({1.0f, nan, 2.0f, nan, 3.0f, nan, nan, nan, nan, 3.0f, nan, nan, nan, nan, nan, nan, nan, nan});
+  rows.push_back({-0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f, 0.0f, -0.0f, -0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f});
+  rows.push_back({-inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf});
+  rows.push_back({-inf, 1.0f, inf, 3.0f, inf, nan, 2.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, inf});
+  std::vector<float> late(4870, -1.0f);
+  late[4869] = 3.0f;  // the maximum in the scalar tail after the 16-wide loop
+  rows.push_back(late);
+  std::vector<float> twice(4864, -1.0f);
+  twice[1000] = twice[17] = 2.5f;
+  rows.push_back(twice);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto& x = rows[r];
+    const auto n = static_cast<int64_t>(x.size());
+    int64_t want = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (x[static_cast<size_t>(i)] > x[static_cast<size_t>(want)]) want = i;
+    EXPECT_EQ(argmax_f32(x.data(), n), want) << "row " << r;
+    EXPECT_EQ(ref::argmax_f32(x.data(), n), want) << "row " << r;
+  }
+  EXPECT_EQ(argmax_f32(rows[2].data() + 2, 1), 0);
+}
+
 TEST(Ops, ScalarFallbackMatchesDispatch) {
   // With SIMD forced off the public functions are exactly the references.
   std::mt19937 rng(35);

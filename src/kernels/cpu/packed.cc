@@ -483,13 +483,19 @@ void quantize_act_row(DType t, const float* x, int64_t k, uint8_t* out) {
   }
 }
 
-// Quantizes T activation rows into per-thread scratch; returns it.
-const uint8_t* quantize_acts(DType t, const float* x, int64_t n_tokens, int64_t k) {
+// Quantizes T activation rows into the calling thread's scratch; returns it. With a pool,
+// the rows are shared out (a batch's rows otherwise run on one thread while the rest wait).
+const uint8_t* quantize_acts(DType t, const float* x, int64_t n_tokens, int64_t k, ThreadPool* pool = nullptr) {
   thread_local std::vector<uint8_t> scratch;
   const size_t row = static_cast<size_t>(k / block_elems(t)) * act_block_bytes(t);
   if (scratch.size() < row * static_cast<size_t>(n_tokens)) scratch.resize(row * static_cast<size_t>(n_tokens));
-  for (int64_t i = 0; i < n_tokens; ++i) quantize_act_row(t, x + i * k, k, scratch.data() + static_cast<size_t>(i) * row);
-  return scratch.data();
+  uint8_t* out = scratch.data();
+  const auto rows = [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) quantize_act_row(t, x + i * k, k, out + static_cast<size_t>(i) * row);
+  };
+  if (pool != nullptr && pool->size() > 1 && n_tokens >= 4) pool->parallel_for(n_tokens, rows);
+  else rows(0, n_tokens, 0);
+  return out;
 }
 
 // --- scalar reference -------------------------------------------------------------------------
@@ -771,14 +777,14 @@ void PackedMatrix::dequantize_row(int64_t row, float* out) const {
 }
 
 #if ZEN_HAVE_X86_SIMD
-avx2::PackedProblem PackedMatrix::problem(const float* x, int64_t n_tokens, float* y) const {
+avx2::PackedProblem PackedMatrix::problem(const float* x, int64_t n_tokens, float* y, ThreadPool* pool) const {
   avx2::PackedProblem p;
   p.dtype = dtype_;
   p.weights = data_.get();
   p.group_bytes = group_bytes_;
   p.n_groups = static_cast<int64_t>(n_groups_);
   p.n_blocks = k_ / block_elems(dtype_);
-  p.act = quantize_acts(dtype_, x, n_tokens, k_);
+  p.act = quantize_acts(dtype_, x, n_tokens, k_, pool);
   p.act_row_bytes = static_cast<size_t>(p.n_blocks) * act_block_bytes(dtype_);
   p.n_tokens = n_tokens;
   p.n_rows = rows_;
@@ -792,10 +798,11 @@ void PackedMatrix::matmul(const float* x, int64_t n_tokens, float* y, [[maybe_un
   if (n_tokens <= 0) return;
   if (!available()) return matmul_reference(x, n_tokens, y);
 #if ZEN_HAVE_X86_SIMD
-  const avx2::PackedProblem p = problem(x, n_tokens, y);
-  const PackedGroupsFn run = packed_groups_for_cpu();
   // Small problems run inline: waking the pool costs more than the work.
-  if (bytes() * static_cast<size_t>(n_tokens) < (size_t{64} << 10)) return run(p, 0, p.n_groups);
+  const bool inline_run = bytes() * static_cast<size_t>(n_tokens) < (size_t{64} << 10);
+  const avx2::PackedProblem p = problem(x, n_tokens, y, inline_run ? nullptr : &pool);
+  const PackedGroupsFn run = packed_groups_for_cpu();
+  if (inline_run) return run(p, 0, p.n_groups);
   pool.parallel_for(p.n_groups, [&p, run](int64_t g0, int64_t g1, int) { run(p, g0, g1); });
 #endif
 }

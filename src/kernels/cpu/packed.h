@@ -71,7 +71,8 @@ class PackedMatrix {
   void matmul(const float* x, int64_t n_tokens, float* y, ThreadPool& pool) const;
   // x86: the kernels' arguments for x (activations quantized into this thread's scratch, valid
   // until its next matmul), so a test can run a chosen instruction set's kernels on them.
-  avx2::PackedProblem problem(const float* x, int64_t n_tokens, float* y) const;
+  // A pool shares the quantization of a batch's rows out.
+  avx2::PackedProblem problem(const float* x, int64_t n_tokens, float* y, ThreadPool* pool = nullptr) const;
   // The same arithmetic in scalar code (tests; the kernels must match it bit for bit).
   void matmul_reference(const float* x, int64_t n_tokens, float* y) const;
   // Row `row` in f32, bit for bit kernels::dequantize_row of the source row (the packing is
