@@ -58,17 +58,22 @@ def test_bench_reports_window_and_steady_decode(tmp_path):
     need(DEFAULT_MODEL, "the default model")
     out = tmp_path / "bench.json"
     r = zen("bench", "--model", DEFAULT_MODEL, "--concurrency", "1,4", "--workloads", "w:8:12", "--no-prefix-table",
-            "--json", out)
+            "--repeats", "2", "--json", out)
     assert r.returncode == 0, r.stderr
     cells = json.loads(out.read_text())["cells"]
-    assert [c["concurrency"] for c in cells] == [1, 4]
+    # Repeat by repeat, so each repeat's c4 / c1 ratio divides rates measured seconds apart.
+    assert [(c["repeat"], c["concurrency"]) for c in cells] == [(0, 1), (0, 4), (1, 1), (1, 4)]
     for c in cells:
         assert c["errors"] == 0
         # The steady rate counts only tokens made while every stream decodes.
         assert c["steady_decode_tokens_per_second"] > 0
         assert c["decode_tokens_per_second"] > 0
-    assert "w: window decode vs concurrency 1:  c4 " in r.stdout
-    assert "w: steady decode vs concurrency 1:  c4 " in r.stdout
+    for kind, key in (("window", "decode_tokens_per_second"), ("steady", "steady_decode_tokens_per_second")):
+        paired = sorted(cells[i + 1][key] / cells[i][key] for i in (0, 2))
+        line = next(l for l in r.stdout.splitlines() if l.startswith(f"w: {kind} decode vs concurrency 1:"))
+        # The median of the two paired ratios, then their range.
+        expected = f"c4 {(paired[0] + paired[1]) / 2:.2f}x ({paired[0]:.2f}-{paired[1]:.2f})"
+        assert line.endswith(expected), (line, expected)
 
 
 def test_missing_model_is_a_clear_error():

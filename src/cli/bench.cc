@@ -69,6 +69,14 @@ double percentile(std::vector<double> v, double p) {
   return v[rank];
 }
 
+// The middle value, or the mean of the middle two.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
 // Random ids from a plain-text range of the vocabulary: no prefix is shared by accident.
 std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t vocab) {
   const auto hi = static_cast<uint32_t>(std::max<int64_t>(2, std::min<int64_t>(vocab, 30000)));
@@ -184,21 +192,32 @@ nlohmann::json run_prefix_row(Engine& engine, int64_t length, std::mt19937& rng)
           {"errors", ok ? 0 : 1}};
 }
 
-// Per workload: aggregate decode tok/s at each concurrency over concurrency 1 (median of the
-// repeats), the batching gain a serving engine is chosen for; over the whole decode window
-// (prefill steps of later requests included) and over the steady part (every stream decoding).
+// Per workload: aggregate decode tok/s at each concurrency over concurrency 1, the batching
+// gain a serving engine is chosen for; over the whole decode window (prefill steps of later
+// requests included) and over the steady part (every stream decoding). The matrix runs
+// repeat by repeat (every level once, then again), and each repeat's ratio divides rates
+// measured seconds apart: on a machine whose speed drifts, a ratio of medians taken minutes
+// apart would measure the drift. The median of the paired ratios is printed, with their range.
 void print_decode_scaling(const nlohmann::json& cells) {
   for (const char* key : {"decode_tokens_per_second", "steady_decode_tokens_per_second"}) {
-    std::map<std::string, std::map<int64_t, std::vector<double>>> rates;
+    // workload -> repeat -> level -> rate
+    std::map<std::string, std::map<int64_t, std::map<int64_t, double>>> rates;
     for (const auto& c : cells)
-      rates[c["workload"].get<std::string>()][c["concurrency"].get<int64_t>()].push_back(c[key].get<double>());
-    for (auto& [name, by_level] : rates) {
-      if (!by_level.contains(1) || by_level.size() < 2) continue;
-      const double base = percentile(by_level[1], 50);
-      if (base <= 0) continue;
+      rates[c["workload"].get<std::string>()][c["repeat"].get<int64_t>()][c["concurrency"].get<int64_t>()] =
+          c[key].get<double>();
+    for (auto& [name, by_repeat] : rates) {
+      std::map<int64_t, std::vector<double>> ratios;  // level -> one ratio per repeat
+      for (auto& [repeat, by_level] : by_repeat) {
+        if (!by_level.contains(1) || by_level[1] <= 0) continue;
+        for (auto& [level, rate] : by_level)
+          if (level != 1) ratios[level].push_back(rate / by_level[1]);
+      }
+      if (ratios.empty()) continue;
       std::printf("%s: %s decode vs concurrency 1:", name.c_str(), key[0] == 's' ? "steady" : "window");
-      for (auto& [level, v] : by_level)
-        if (level != 1) std::printf("  c%" PRId64 " %.2fx", level, percentile(v, 50) / base);
+      for (auto& [level, v] : ratios) {
+        std::printf("  c%" PRId64 " %.2fx", level, median(v));
+        if (v.size() > 1) std::printf(" (%.2f-%.2f)", percentile(v, 0), percentile(v, 100));
+      }
       std::printf("\n");
     }
   }
@@ -210,7 +229,7 @@ int bench_command(int argc, char** argv) {
   Flags f("bench", {{"model", FlagKind::String, "model path (default: the installed default model)", {}},
                     {"concurrency", FlagKind::String, "concurrency levels (default 1,2,4,8,16,32,64)", {}},
                     {"workloads", FlagKind::String, "NAME:PROMPT:OUTPUT tokens, comma-separated (default chat:128:64)", {}},
-                    {"repeats", FlagKind::Int, "waves per cell (default 1)", {}},
+                    {"repeats", FlagKind::Int, "waves per cell, run level by level in turn (default 1)", {}},
                     {"prefix-lengths", FlagKind::String, "shared-prefix lengths for the warm/cold table (default 512,2048,8192)", {}},
                     {"no-prefix-table", FlagKind::Bool, "skip the warm/cold prefix table", {}},
                     {"no-matrix", FlagKind::Bool, "skip the concurrency matrix", {}},
@@ -258,8 +277,8 @@ int bench_command(int argc, char** argv) {
                 "out tok/s", "dec tok/s", "steady t/s", "ttft p50", "ttft p95", "s min", "s p05", "s p50", "s p95",
                 "s max", "errors");
     for (const Workload& w : workloads)
-      for (int64_t c : levels)
-        for (int64_t r = 0; r < repeats; ++r) {
+      for (int64_t r = 0; r < repeats; ++r)
+        for (int64_t c : levels) {
           const auto cell = run_cell(engine, w, c, static_cast<int>(r), rng);
           errors += cell["errors"].get<int64_t>();
           std::printf("%-10s %5" PRId64 " %4" PRId64 " %10.1f %10.1f %10.1f %9.3f %9.3f %8.1f %8.1f %8.1f %8.1f %8.1f %6" PRId64 "\n",
