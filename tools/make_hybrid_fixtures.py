@@ -12,6 +12,15 @@ Variants with an MTP head (Qwen3.5's mtp.* tensors, which transformers does not 
   transformers' own modules following vLLM's qwen3_5_mtp: x = fc([norm_e(embed(t_{i+1}));
   norm_h(h_i)]) with h_i the target's final-normed hidden state (the lm_head input), one
   full-attention decoder layer (own KV, position i), final norm, the shared lm_head.
+Plus tests/fixtures/fpquant/qwen3_5_mixed, Zen6's weight mix on a Qwen3.5 hybrid in ModelOpt's
+MIXED_PRECISION layout (the format of tools/make_fp_quant_fixtures.py, whose quantizers and
+writers it uses, so it needs nvidia-modelopt as that script does; --no-fpquant skips it):
+FP8 gated-attention and Gated DeltaNet projections (q/k/v/o, in_proj_qkv, in_proj_z,
+out_proj), NVFP4 MLPs, and BF16 for the rest, including in_proj_a / in_proj_b, which are
+left out of quantized_layers. Its reference holds the dequantized weights, as that script's,
+and also "logits_int8_act" F32 [T, V]: the same model with the NVFP4 layers' inputs rounded
+as the engine's default NVFP4 path rounds them (llama.cpp's quantize_row_q8_0 per block of
+32: d = amax / 127 stored as f16, q = roundf(x / d)), so that path is checked tightly too.
 Prompts are PROMPT_LEN = 150 tokens, so the chunked delta rule (chunks of 64) crosses two
 chunk boundaries and ends in a partial chunk. Float32 weights, eager attention, CPU.
 Rerunning reproduces byte-identical files (fixed seeds, one CPU thread).
@@ -252,11 +261,116 @@ def make_variant(variant, out_dir):
                 max_logit=float(logits.abs().max()), folder=folder, ref=ref_path)
 
 
+FPQUANT_NAME = "qwen3_5_mixed"
+FPQUANT_FP8 = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+               "linear_attn.in_proj_qkv", "linear_attn.in_proj_z", "linear_attn.out_proj")
+FPQUANT_NVFP4 = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+
+
+def q8_0_round_trip(x):
+    """x as the engine's int8 NVFP4 path sees it: quantize_row_q8_0 per block of 32, then
+    q * f16(d) (the integer products times the block scale)."""
+    blocks = x.reshape(-1, 32)
+    amax = blocks.abs().amax(dim=1, keepdim=True)
+    d = amax / 127.0
+    inv = torch.where(d > 0, 1.0 / d, torch.zeros_like(d))
+    v = blocks * inv
+    whole = torch.trunc(v)
+    q = whole + torch.where((v - whole).abs() >= 0.5, torch.sign(v), torch.zeros_like(v))  # roundf
+    return (q * d.to(torch.float16).float()).reshape(x.shape)
+
+
+@torch.no_grad()
+def int8_act_logits(model, prompt):
+    hooks = [m.register_forward_pre_hook(lambda mod, args: (q8_0_round_trip(args[0]),))
+             for name, m in model.named_modules()
+             if isinstance(m, torch.nn.Linear) and name.endswith(FPQUANT_NVFP4)]
+    logits = base.full_logits(model, prompt)
+    for hook in hooks:
+        hook.remove()
+    return logits
+
+
+@torch.no_grad()
+def quantize_hybrid(model, mfq):
+    """Quantizes the model in place (weights <- dequantized values); returns the stored tensors
+    and {module: algorithm}."""
+    stored, algos = {}, {}
+    for pname, p in model.state_dict().items():
+        module = pname[:-len(".weight")] if pname.endswith(".weight") else None
+        algo = None
+        if module is not None and module.endswith(FPQUANT_FP8):
+            algo = "FP8"
+        elif module is not None and module.endswith(FPQUANT_NVFP4):
+            algo = "NVFP4"
+        if algo is None:  # embeddings, norms, conv, A_log, dt_bias, in_proj_a/b, lm_head: BF16
+            stored[pname] = p.to(torch.bfloat16).contiguous()
+            p.copy_(stored[pname].float())
+            continue
+        tensors, deq = mfq.QUANTIZERS[algo](p.float())
+        p.copy_(deq)
+        algos[module] = algo
+        for suffix, t in tensors.items():
+            stored[f"{module}.{suffix}"] = t.contiguous()
+    return stored, algos
+
+
+def make_fpquant_variant(out_dir, base_seed=801):
+    import make_fp_quant_fixtures as mfq  # imports modelopt
+    variant = Variant(FPQUANT_NAME, "qwen3_5_text", {"full_attention_interval": 4}, seed=base_seed)
+    for attempt in range(MAX_SEED_TRIES):
+        seed = variant.seed + 1000 * attempt
+        config, model_cls = make_model(variant)
+        torch.manual_seed(seed)
+        model = model_cls(config).eval()
+        init_weights(model, seed)
+        stored, algos = quantize_hybrid(model, mfq)
+        prompt = base.prompt_ids(seed, PROMPT_LEN, config.vocab_size)
+        tokens, margin = base.greedy(model, prompt, GREEDY_STEPS)
+        if margin >= MIN_GREEDY_MARGIN:
+            break
+    else:
+        sys.exit(f"{FPQUANT_NAME}: no seed gives a greedy margin >= {MIN_GREEDY_MARGIN}")
+    base.check_greedy_without_cache(model, prompt, tokens)
+    logits = base.full_logits(model, prompt)
+    folder = os.path.join(out_dir, FPQUANT_NAME)
+    if os.path.isdir(folder):
+        shutil.rmtree(folder)
+    os.makedirs(folder)
+    hf_quant, qc = mfq.quant_configs(FPQUANT_NAME, algos)
+    assert hf_quant["quantization"]["quant_algo"] == "MIXED_PRECISION"
+    config_dict = model.config.to_dict()
+    config_dict["dtype"] = "bfloat16"
+    config_dict["quantization_config"] = qc
+    for key in ("_attn_implementation_autoset", "_name_or_path", "transformers_version"):
+        config_dict.pop(key, None)
+    mfq.write_json(os.path.join(folder, "config.json"), config_dict)
+    mfq.write_json(os.path.join(folder, "hf_quant_config.json"), hf_quant)
+    GenerationConfig(bos_token_id=1, eos_token_id=2, do_sample=False).save_pretrained(folder)
+    save_file(stored, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    ref = os.path.join(out_dir, FPQUANT_NAME + ".reference.safetensors")
+    int8_logits = int8_act_logits(model, prompt)
+    save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
+               "greedy": torch.tensor(tokens, dtype=torch.int32),
+               "logits_int8_act": int8_logits.contiguous()}, ref,
+              metadata={"generator": f"tools/make_hybrid_fixtures.py seed={seed} "
+                                     f"transformers={transformers.__version__} torch={torch.__version__}"})
+    size = base.dir_bytes(folder) + os.path.getsize(ref)
+    kinds = {a: sum(1 for v in algos.values() if v == a) for a in sorted(set(algos.values()))}
+    print(f"{FPQUANT_NAME:20} seed {seed:5} max|logit| {float(logits.abs().max()):8.3f} margin {margin:6.3f} "
+          f"modules {kinds} int8-activation logits differ by {float((int8_logits - logits).abs().max()):.3f} "
+          f"bytes {size}")
+    return size
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
                                                       "fixtures", "models"))
     parser.add_argument("--only", nargs="*", help="variant names to (re)build")
+    parser.add_argument("--fpquant-out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
+                                                              "fixtures", "fpquant"))
+    parser.add_argument("--no-fpquant", action="store_true", help=f"skip {FPQUANT_NAME} (needs modelopt)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -275,6 +389,8 @@ def main():
         total += size
         print(f"{r['name']:20} seed {r['seed']:5} vocab {r['vocab']:4} max|logit| "
               f"{r['max_logit']:8.3f} margin {r['margin']:6.3f} bytes {size}")
+    if not args.no_fpquant and (not args.only or FPQUANT_NAME in args.only):
+        total += make_fpquant_variant(os.path.normpath(args.fpquant_out))
     print(f"total {total} bytes")
 
 

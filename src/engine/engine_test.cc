@@ -303,10 +303,12 @@ TEST_F(EngineTiny, VerifyAndRollbackEqualsPlainDecoding) {
 // Hybrid models (Gated DeltaNet + gated attention): the same guarantees with recurrent-state
 // slots. Prefill steps end on 64-token boundaries, so a prompt's state is identical however
 // the scheduler splits it, and the state at the last boundary is kept as a prefix snapshot.
+// Fixtures under tests/fixtures; fpquant/qwen3_5_mixed is Zen6's weight mix (FP8 attention and
+// Gated DeltaNet projections, NVFP4 MLPs on the default int8-activation path).
 class EngineHybrid : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    model_ = Model::load((fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models" / GetParam()).string(),
+    model_ = Model::load((fs::path(ZEN_SOURCE_DIR) / "tests/fixtures" / GetParam()).string(),
                          {.n_threads = 2, .load_tokenizer = false});
     vocab_ = static_cast<int32_t>(model_->config().vocab_size);
   }
@@ -364,8 +366,9 @@ TEST_P(EngineHybrid, PreemptionUnderATinyPoolCompletesEveryRequest) {
   EXPECT_EQ(tight.stats().kv_blocks_used, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, EngineHybrid, ::testing::Values("qwen3_5_text_f32", "qwen3_next_f32"),
-                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineHybrid,
+                         ::testing::Values("models/qwen3_5_text_f32", "models/qwen3_next_f32", "fpquant/qwen3_5_mixed"),
+                         [](const auto& info) { return fs::path(info.param).filename().string(); });
 
 // The default model (Qwen2.5-Coder-0.5B Q4_K_M): 32 different prompts at once give each the
 // greedy text it gets alone, with batches mixing prefill chunks and decodes.
