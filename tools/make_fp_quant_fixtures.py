@@ -235,20 +235,10 @@ def write_json(path, obj):
         f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def make_variant(name, out_dir):
-    _, _, base_seed = VARIANTS[name]
-    for attempt in range(mmf.MAX_SEED_TRIES):
-        seed = base_seed + 1000 * attempt
-        model, stored, algos, prompt = build(name, seed)
-        tokens, margin = mmf.greedy(model, prompt, mmf.GREEDY_STEPS)
-        if margin >= mmf.MIN_GREEDY_MARGIN:
-            break
-    else:
-        sys.exit(f"{name}: no seed gives a greedy margin >= {mmf.MIN_GREEDY_MARGIN}")
-    mmf.check_greedy_without_cache(model, prompt, tokens)
-    logits = mmf.full_logits(model, prompt)
-
-    folder = os.path.join(out_dir, name)
+def write_checkpoint(folder, name, model, stored, algos):
+    """The export folder (emptied first): config.json with dtype bfloat16 and the
+    quantization_config, hf_quant_config.json for ModelOpt layouts, generation_config.json and
+    model.safetensors holding `stored`. Returns hf_quant_config (None for Qwen's block FP8)."""
     os.makedirs(folder, exist_ok=True)
     for f in os.listdir(folder):
         os.remove(os.path.join(folder, f))
@@ -263,6 +253,24 @@ def make_variant(name, out_dir):
         write_json(os.path.join(folder, "hf_quant_config.json"), hf_quant)
     GenerationConfig(bos_token_id=1, eos_token_id=2, do_sample=False).save_pretrained(folder)
     save_file(stored, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    return hf_quant
+
+
+def make_variant(name, out_dir):
+    _, _, base_seed = VARIANTS[name]
+    for attempt in range(mmf.MAX_SEED_TRIES):
+        seed = base_seed + 1000 * attempt
+        model, stored, algos, prompt = build(name, seed)
+        tokens, margin = mmf.greedy(model, prompt, mmf.GREEDY_STEPS)
+        if margin >= mmf.MIN_GREEDY_MARGIN:
+            break
+    else:
+        sys.exit(f"{name}: no seed gives a greedy margin >= {mmf.MIN_GREEDY_MARGIN}")
+    mmf.check_greedy_without_cache(model, prompt, tokens)
+    logits = mmf.full_logits(model, prompt)
+
+    folder = os.path.join(out_dir, name)
+    write_checkpoint(folder, name, model, stored, algos)
     save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
                "greedy": torch.tensor(tokens, dtype=torch.int32)},
               os.path.join(out_dir, name + ".reference.safetensors"),

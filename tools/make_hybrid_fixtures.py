@@ -334,20 +334,8 @@ def make_fpquant_variant(out_dir, base_seed=801):
     base.check_greedy_without_cache(model, prompt, tokens)
     logits = base.full_logits(model, prompt)
     folder = os.path.join(out_dir, FPQUANT_NAME)
-    if os.path.isdir(folder):
-        shutil.rmtree(folder)
-    os.makedirs(folder)
-    hf_quant, qc = mfq.quant_configs(FPQUANT_NAME, algos)
+    hf_quant = mfq.write_checkpoint(folder, FPQUANT_NAME, model, stored, algos)
     assert hf_quant["quantization"]["quant_algo"] == "MIXED_PRECISION"
-    config_dict = model.config.to_dict()
-    config_dict["dtype"] = "bfloat16"
-    config_dict["quantization_config"] = qc
-    for key in ("_attn_implementation_autoset", "_name_or_path", "transformers_version"):
-        config_dict.pop(key, None)
-    mfq.write_json(os.path.join(folder, "config.json"), config_dict)
-    mfq.write_json(os.path.join(folder, "hf_quant_config.json"), hf_quant)
-    GenerationConfig(bos_token_id=1, eos_token_id=2, do_sample=False).save_pretrained(folder)
-    save_file(stored, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
     ref = os.path.join(out_dir, FPQUANT_NAME + ".reference.safetensors")
     int8_logits = int8_act_logits(model, prompt)
     save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
