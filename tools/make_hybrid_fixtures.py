@@ -21,6 +21,13 @@ left out of quantized_layers. Its reference holds the dequantized weights, as th
 and also "logits_int8_act" F32 [T, V]: the same model with the NVFP4 layers' inputs rounded
 as the engine's default NVFP4 path rounds them (llama.cpp's quantize_row_q8_0 per block of
 32: d = amax / 127 stored as f16, q = roundf(x / d)), so that path is checked tightly too.
+Plus tests/fixtures/models/qwen3_5_tied_f32.gguf: that variant's checkpoint in llama.cpp's
+qwen35 GGUF layout, written here following its converter's rules (value heads reordered from
+grouped to tiled order, the 1 of zero-centred gains folded in, A_log stored as -exp(A_log),
+dt_bias as ssm_dt.bias, the conv kernel squeezed) and checked by running llama.cpp itself
+(llama-cpp-python) on the prompt: its logits must agree with transformers' (llama.cpp asks for
+Dk == Dv, hence the variant's head sizes). The engine's GGUF path is then tested against the
+same reference as the safetensors path.
 Prompts are PROMPT_LEN = 150 tokens, so the chunked delta rule (chunks of 64) crosses two
 chunk boundaries and ends in a partial chunk. Float32 weights, eager attention, CPU.
 Rerunning reproduces byte-identical files (fixed seeds, one CPU thread).
@@ -96,6 +103,10 @@ VARIANTS = [
     Variant("qwen3_next_moe_bf16", "qwen3_next",
             {"num_experts": 4, "mlp_only_layers": [1], "norm_topk_prob": False},
             seed=602, dtype="bfloat16"),
+    # Source of the qwen35 GGUF fixture: Dk == Dv (llama.cpp's requirement), tied embeddings
+    # (no output tensor in the GGUF), grouped value heads (Hv = 2 Hk) so the tiled reorder shows.
+    Variant("qwen3_5_tied_f32", "qwen3_5_text",
+            {"full_attention_interval": 4, "linear_value_head_dim": 16, "tie_word_embeddings": True}, seed=511),
     # Qwen3.5-MoE (text): every layer sparse, top-k always renormalised.
     Variant("qwen3_5_moe_bf16", "qwen3_5_moe_text", {"num_experts": 4}, seed=701,
             dtype="bfloat16"),
@@ -261,6 +272,101 @@ def make_variant(variant, out_dir):
                 max_logit=float(logits.abs().max()), folder=folder, ref=ref_path)
 
 
+GGUF_FROM = "qwen3_5_tied_f32"
+LLAMA_CPP_MAX_REL_ERR = 1e-3  # llama.cpp computes in f32 with an f16 KV cache
+
+
+def write_gguf(folder, path):
+    """llama.cpp's qwen35 GGUF of the HF checkpoint in `folder` (f32 tensors)."""
+    import gguf
+    from safetensors.torch import load_file
+    config = transformers.AutoConfig.from_pretrained(folder)
+    sd = {k: v.float() for k, v in load_file(os.path.join(folder, "model.safetensors")).items()}
+    Hk, Hv = config.linear_num_key_heads, config.linear_num_value_heads
+    Dk, Dv, r = config.linear_key_head_dim, config.linear_value_head_dim, Hv // Hk
+    assert Dk == Dv, "llama.cpp's qwen35 takes one head size for keys and values"
+
+    def tiled(t, dim, head):
+        """Value heads along `dim` from grouped ([Hk][r] heads of `head` rows) to tiled ([r][Hk])."""
+        shape = list(t.shape)
+        t = t.reshape(*shape[:dim], Hk, r, head, *shape[dim + 1:])
+        return t.transpose(dim, dim + 1).contiguous().reshape(shape)
+
+    interval = config.layer_types.index("full_attention") + 1  # llama.cpp's schedule: an interval
+    assert config.layer_types == ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
+                                  for i in range(config.num_hidden_layers)]
+    a = "qwen35"
+    w = gguf.GGUFWriter(path, a)
+    rot = int(config.head_dim * config.rope_parameters.get("partial_rotary_factor", 0.25))
+    for key, value in (("context_length", config.max_position_embeddings), ("embedding_length", config.hidden_size),
+                       ("block_count", config.num_hidden_layers), ("feed_forward_length", config.intermediate_size),
+                       ("attention.head_count", config.num_attention_heads),
+                       ("attention.head_count_kv", config.num_key_value_heads),
+                       ("attention.key_length", config.head_dim), ("attention.value_length", config.head_dim),
+                       ("rope.dimension_count", rot), ("ssm.conv_kernel", config.linear_conv_kernel_dim),
+                       ("ssm.state_size", Dk), ("ssm.group_count", Hk), ("ssm.time_step_rank", Hv),
+                       ("ssm.inner_size", Dv * Hv), ("full_attention_interval", interval)):
+        w.add_uint32(f"{a}.{key}", value)
+    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", config.rms_norm_eps)
+    w.add_float32(f"{a}.rope.freq_base", config.rope_parameters["rope_theta"])
+    w.add_array(f"{a}.rope.dimension_sections", [rot // 4, rot // 4, rot // 2 - 2 * (rot // 4), 0])
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"<t{i}>" for i in range(config.vocab_size)])
+    w.add_token_merges(["<t3> <t4>"])  # llama.cpp's BPE vocabulary needs at least one merge
+    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+
+    def put(name, t):
+        w.add_tensor(name, np.ascontiguousarray(t.numpy().astype(np.float32)))
+
+    put("token_embd.weight", sd["model.embed_tokens.weight"])
+    put("output_norm.weight", sd["model.norm.weight"] + 1)
+    assert config.tie_word_embeddings  # no output.weight: llama.cpp reuses token_embd
+    for i, kind in enumerate(config.layer_types):
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        put(b + "attn_norm.weight", sd[p + "input_layernorm.weight"] + 1)
+        put(b + "post_attention_norm.weight", sd[p + "post_attention_layernorm.weight"] + 1)
+        for src, dst in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"), ("down_proj", "ffn_down")):
+            put(b + dst + ".weight", sd[p + "mlp." + src + ".weight"])
+        if kind == "full_attention":
+            for src, dst in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"), ("o_proj", "attn_output")):
+                put(b + dst + ".weight", sd[p + "self_attn." + src + ".weight"])
+            put(b + "attn_q_norm.weight", sd[p + "self_attn.q_norm.weight"] + 1)
+            put(b + "attn_k_norm.weight", sd[p + "self_attn.k_norm.weight"] + 1)
+            continue
+        q, kd = p + "linear_attn.", Hk * Dk
+        qkv, conv = sd[q + "in_proj_qkv.weight"], sd[q + "conv1d.weight"].squeeze(1)
+        put(b + "attn_qkv.weight", torch.cat([qkv[:2 * kd], tiled(qkv[2 * kd:], 0, Dv)]))
+        put(b + "attn_gate.weight", tiled(sd[q + "in_proj_z.weight"], 0, Dv))
+        put(b + "ssm_beta.weight", tiled(sd[q + "in_proj_b.weight"], 0, 1))
+        put(b + "ssm_alpha.weight", tiled(sd[q + "in_proj_a.weight"], 0, 1))
+        put(b + "ssm_a", tiled(-torch.exp(sd[q + "A_log"]), 0, 1))
+        put(b + "ssm_dt.bias", tiled(sd[q + "dt_bias"], 0, 1))
+        put(b + "ssm_conv1d.weight", torch.cat([conv[:2 * kd], tiled(conv[2 * kd:], 0, Dv)]))
+        put(b + "ssm_norm.weight", sd[q + "norm.weight"])
+        put(b + "ssm_out.weight", tiled(sd[q + "out_proj.weight"], 1, Dv))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return os.path.getsize(path)
+
+
+def check_with_llama_cpp(path, ref_path):
+    """llama.cpp's logits for the reference prompt against transformers'; returns the error."""
+    from llama_cpp import Llama
+    from safetensors.torch import load_file
+    ref = load_file(ref_path)
+    prompt, want = ref["prompt"].tolist(), ref["logits"].numpy()
+    llm = Llama(model_path=path, n_ctx=256, n_batch=256, logits_all=True, n_threads=1, verbose=False)
+    llm.eval(prompt)
+    got = np.array(llm.scores[:len(prompt)])
+    rel = float(np.abs(got - want).max() / np.abs(want).max())
+    if rel > LLAMA_CPP_MAX_REL_ERR or not np.array_equal(got.argmax(1), want.argmax(1)):
+        sys.exit(f"{path}: llama.cpp disagrees with transformers (max error {rel:.2e} of max|logit|)")
+    return rel
+
+
 FPQUANT_NAME = "qwen3_5_mixed"
 FPQUANT_FP8 = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                "linear_attn.in_proj_qkv", "linear_attn.in_proj_z", "linear_attn.out_proj")
@@ -377,6 +483,12 @@ def main():
         total += size
         print(f"{r['name']:20} seed {r['seed']:5} vocab {r['vocab']:4} max|logit| "
               f"{r['max_logit']:8.3f} margin {r['margin']:6.3f} bytes {size}")
+    if not args.only or GGUF_FROM in args.only:
+        gguf_path = os.path.join(out_dir, GGUF_FROM + ".gguf")
+        size = write_gguf(os.path.join(out_dir, GGUF_FROM), gguf_path)
+        rel = check_with_llama_cpp(gguf_path, os.path.join(out_dir, GGUF_FROM + ".reference.safetensors"))
+        total += size
+        print(f"{GGUF_FROM}.gguf {size} bytes; llama.cpp's logits within {rel:.2e} of max|logit|")
     if not args.no_fpquant and (not args.only or FPQUANT_NAME in args.only):
         total += make_fpquant_variant(os.path.normpath(args.fpquant_out))
     print(f"total {total} bytes")

@@ -111,6 +111,34 @@ bool is_hybrid_architecture(const std::string& a) {
   return a == "qwen3_5" || a == "qwen3_5_moe" || a == "qwen3_next";
 }
 
+// llama.cpp's qwen35 (Qwen3.5 dense text decoder) metadata, as its converter writes it. Text
+// positions are equal in every MRoPE section, so the sections do not change the rotation.
+void read_gguf_hybrid(const GgufFile& g, ModelConfig& c) {
+  auto need = [&](const std::string& key) {
+    auto v = g.get_int("qwen35." + key);
+    if (!v) fail(g.path(), ": GGUF metadata lacks 'qwen35.", key, "'");
+    return *v;
+  };
+  c.architecture = "qwen3_5";
+  c.zero_centered_norm = true;
+  c.attn_output_gate = true;
+  c.gguf_hybrid_layout = true;
+  c.linear_fused_projections = false;
+  c.linear_num_key_heads = need("ssm.group_count");
+  c.linear_num_value_heads = need("ssm.time_step_rank");
+  c.linear_key_head_dim = need("ssm.state_size");
+  c.linear_conv_kernel_dim = need("ssm.conv_kernel");
+  const int64_t inner = need("ssm.inner_size");
+  if (c.linear_num_value_heads <= 0 || inner % c.linear_num_value_heads != 0)
+    fail(g.path(), ": qwen35.ssm.inner_size ", inner, " is not a multiple of ssm.time_step_rank ",
+         c.linear_num_value_heads);
+  c.linear_value_head_dim = inner / c.linear_num_value_heads;
+  c.full_attention_interval = g.get_int("qwen35.full_attention_interval").value_or(4);
+  c.nextn_layers = g.get_int("qwen35.nextn_predict_layers").value_or(0);
+  if (g.find("qwen35.attention.recurrent_layers") != nullptr)
+    fail(g.path(), ": qwen35.attention.recurrent_layers (an explicit layer schedule) is not supported yet");
+}
+
 // The hybrids' extra fields (qwen3_5 text part, qwen3_next); HF's defaults where absent.
 void read_hybrid(const json& j, ModelConfig& c) {
   c.qk_norm = true;
@@ -216,14 +244,15 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   ModelConfig c;
   c.architecture = g.get_string("general.architecture").value_or("");
   const std::string a = c.architecture;  // GGUF's name (metadata key prefix)
-  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe")
-    fail(g.path(), ": GGUF architecture '", a, "' is not supported (supported: llama, qwen2, qwen3, qwen3moe)");
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "qwen35")
+    fail(g.path(), ": GGUF architecture '", a, "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35)");
   auto need_int = [&](const std::string& key) {
     auto v = g.get_int(a + "." + key);
     if (!v) fail(g.path(), ": GGUF metadata lacks '", a, ".", key, "'");
     return *v;
   };
   c.hidden_size = need_int("embedding_length");
+  if (a == "qwen35") read_gguf_hybrid(g, c);
   if (a == "qwen3moe") {
     // Every layer sparse; llama.cpp always renormalises the top-k weights for qwen3moe.
     c.architecture = "qwen3_moe";
@@ -234,7 +263,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   }
   c.intermediate_size = a == "qwen3moe" ? g.get_int(a + ".feed_forward_length").value_or(c.moe_intermediate_size)
                                         : need_int("feed_forward_length");
-  c.num_layers = need_int("block_count");
+  c.num_layers = need_int("block_count") - c.nextn_layers;
   c.num_heads = need_int("attention.head_count");
   c.num_kv_heads = g.get_int(a + ".attention.head_count_kv").value_or(c.num_heads);
   c.head_dim = g.get_int(a + ".attention.key_length").value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
@@ -242,7 +271,16 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.rms_norm_eps = g.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
   c.rope_theta = g.get_float(a + ".rope.freq_base").value_or(10000.0);
   c.attention_bias = a == "qwen2";
-  c.qk_norm = a == "qwen3" || a == "qwen3moe";
+  c.qk_norm = a == "qwen3" || a == "qwen3moe" || a == "qwen35";
+  if (a == "qwen35") {
+    const int64_t rot = need_int("rope.dimension_count");
+    if (c.head_dim <= 0 || rot <= 0 || rot > c.head_dim || rot % 2 != 0)
+      fail(g.path(), ": qwen35.rope.dimension_count ", rot, " does not fit head_dim ", c.head_dim);
+    c.partial_rotary_factor = static_cast<double>(rot) / static_cast<double>(c.head_dim);
+    if (c.full_attention_interval <= 0) fail(g.path(), ": qwen35.full_attention_interval must be positive");
+    for (int64_t i = 0; i < c.num_layers; ++i)  // llama.cpp's rule: recurrent unless (i + 1) % interval == 0
+      c.layer_types.push_back((i + 1) % c.full_attention_interval == 0 ? "full_attention" : "linear_attention");
+  }
   // llama.cpp's converter permutes llama Q/K rows so that rope rotates adjacent pairs.
   c.rope_interleaved = a == "llama";
   const std::string scaling = g.get_string(a + ".rope.scaling.type").value_or("none");

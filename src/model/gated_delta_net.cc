@@ -21,6 +21,7 @@ GdnShape GdnShape::from_config(const ModelConfig& cfg) {
   s.v_head_dim = cfg.linear_value_head_dim;
   s.conv_kernel = cfg.linear_conv_kernel_dim;
   s.eps = static_cast<float>(cfg.rms_norm_eps);
+  s.v_heads_tiled = cfg.gguf_hybrid_layout;
   return s;
 }
 
@@ -301,7 +302,8 @@ std::vector<float> take_f32_vector(Checkpoint& c, const std::string& name, const
   return out;
 }
 
-GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s, bool fused, const QuantConfig& quant) {
+GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s, bool fused, const QuantConfig& quant,
+                    bool gguf) {
   GdnWeights w;
   w.fused = fused;
   const int64_t H = s.hidden, Hv = s.num_v_heads, C = s.conv_dim(), K = s.conv_kernel;
@@ -309,25 +311,33 @@ GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s,
     return Linear::bind(c, prefix + name, {rows, cols}, quant);
   };
   if (fused) {
+    ZEN_CHECK(!gguf, "GGUF Gated DeltaNet layers use the separate projections");
     w.in_qkvz = matrix("in_proj_qkvz.weight", 2 * s.key_dim() + 2 * s.value_dim(), H);
     w.in_ba = matrix("in_proj_ba.weight", 2 * Hv, H);
   } else {
-    w.in_qkv = matrix("in_proj_qkv.weight", C, H);
-    w.in_z = matrix("in_proj_z.weight", s.value_dim(), H);
-    w.in_b = matrix("in_proj_b.weight", Hv, H);
-    w.in_a = matrix("in_proj_a.weight", Hv, H);
+    w.in_qkv = matrix(gguf ? "attn_qkv.weight" : "in_proj_qkv.weight", C, H);
+    w.in_z = matrix(gguf ? "attn_gate.weight" : "in_proj_z.weight", s.value_dim(), H);
+    w.in_b = matrix(gguf ? "ssm_beta.weight" : "in_proj_b.weight", Hv, H);
+    w.in_a = matrix(gguf ? "ssm_alpha.weight" : "in_proj_a.weight", Hv, H);
   }
-  const std::vector<float> conv = take_f32_vector(c, prefix + "conv1d.weight", {C, 1, K});
+  // The conv kernel: HF [C, 1, K], GGUF [C, K] (ne0 = K); the same bytes.
+  const std::vector<float> conv = gguf ? take_f32_vector(c, prefix + "ssm_conv1d.weight", {C, K})
+                                       : take_f32_vector(c, prefix + "conv1d.weight", {C, 1, K});
   if (!conv.empty()) {
     w.conv_w.resize(static_cast<size_t>(K * C));
     for (int64_t ch = 0; ch < C; ++ch)
       for (int64_t i = 0; i < K; ++i) w.conv_w[i * C + ch] = conv[ch * K + i];
   }
-  const std::vector<float> a_log = take_f32_vector(c, prefix + "A_log", {Hv});
-  for (float x : a_log) w.neg_A.push_back(-std::exp(x));
-  w.dt_bias = take_f32_vector(c, prefix + "dt_bias", {Hv});
-  w.norm = take_f32_vector(c, prefix + "norm.weight", {s.v_head_dim});
-  w.out = matrix("out_proj.weight", H, s.value_dim());
+  if (gguf) {
+    w.neg_A = take_f32_vector(c, prefix + "ssm_a", {Hv});  // the converter stored -exp(A_log)
+    w.dt_bias = take_f32_vector(c, prefix + "ssm_dt.bias", {Hv});
+  } else {
+    const std::vector<float> a_log = take_f32_vector(c, prefix + "A_log", {Hv});
+    for (float x : a_log) w.neg_A.push_back(-std::exp(x));
+    w.dt_bias = take_f32_vector(c, prefix + "dt_bias", {Hv});
+  }
+  w.norm = take_f32_vector(c, prefix + (gguf ? "ssm_norm.weight" : "norm.weight"), {s.v_head_dim});
+  w.out = matrix(gguf ? "ssm_out.weight" : "out_proj.weight", H, s.value_dim());
   return w;
 }
 
@@ -463,21 +473,22 @@ void gdn_forward(const GdnWeights& w, const GdnShape& s, int64_t state_offset, c
     float* states[kMaxGroup];
     for (int64_t item = begin; item < end; ++item) {
       const auto i = static_cast<size_t>(item / groups);
-      const int64_t h0 = item % groups * group, kh = h0 / r;
+      const int64_t g0 = item % groups * group, kh = g0 / r, i0 = g0 % r;  // members i0.. of key head kh
       const SeqSlice& seq = batch.seqs[i];
       const int64_t t0 = sc.seq_start[i], len = sc.seq_start[i + 1] - t0;
       float* slot_state = batch.states->slot(seq.state_slot) + state_offset + conv_floats;
       const float* row = &sc.conv[t0 * C];
       for (int64_t j = 0; j < group; ++j) {
-        const int64_t h = h0 + j;
+        const int64_t h = s.value_head(kh, i0 + j);
         heads[j] = {row + kh * Dk, row + KD + kh * Dk, row + 2 * KD + h * Dv, C,
                     &sc.g[t0 * Hv + h], &sc.beta[t0 * Hv + h], Hv, &sc.core[t0 * VD + h * Dv], VD};
         states[j] = slot_state + h * Dk * Dv;
       }
       if (!seq.state_history.empty()) {
         for (int64_t j = 0; j < group; ++j) {
+          const int64_t h = s.value_head(kh, i0 + j);
           for (size_t t = 0; t < seq.state_history.size(); ++t)
-            history[t] = batch.states->slot(seq.state_history[t]) + state_offset + conv_floats + (h0 + j) * Dk * Dv;
+            history[t] = batch.states->slot(seq.state_history[t]) + state_offset + conv_floats + h * Dk * Dv;
           gdn::recurrent(heads[j], len, Dk, Dv, states[j], history);
         }
       } else if (mode == GdnMode::Recurrent || len == 1) {

@@ -34,12 +34,18 @@ struct GdnShape {
   int64_t k_head_dim = 0, v_head_dim = 0;    // Dk, Dv
   int64_t conv_kernel = 0;                   // K
   float eps = 1e-6f;                         // the output RMSNorm's
+  // Value heads in llama.cpp's tiled order ([r][Hk]) instead of HF's grouped order ([Hk][r]).
+  // Every per-value-head tensor of a layer (v, z, b, a rows, conv channels, A, dt_bias,
+  // out_proj columns) follows the same order, so only the key head a value head reads differs.
+  bool v_heads_tiled = false;
 
   static GdnShape from_config(const ModelConfig& cfg);
   int64_t key_dim() const { return num_k_heads * k_head_dim; }
   int64_t value_dim() const { return num_v_heads * v_head_dim; }
   int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q, k, v channels
   int64_t group() const { return num_v_heads / num_k_heads; }
+  // The value head that is member i (< group()) of key head kh's group.
+  int64_t value_head(int64_t kh, int64_t i) const { return v_heads_tiled ? i * num_k_heads + kh : kh * group() + i; }
   // Per-layer recurrent state in a StatePool slot: the conv window [K-1, conv_dim] (oldest
   // input first), then the delta-rule state [Hv, Dk, Dv].
   int64_t conv_state_floats() const { return (conv_kernel - 1) * conv_dim(); }
@@ -118,8 +124,10 @@ struct GdnWeights {
 // ledger; empty (and the problem recorded in the ledger) when absent or of another dtype.
 std::vector<float> take_f32_vector(Checkpoint& c, const std::string& name, const std::vector<int64_t>& shape);
 
-// prefix: "model.layers.N.linear_attn." (or under model.language_model.).
-GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s, bool fused, const QuantConfig& quant);
+// prefix: "model.layers.N.linear_attn." (or under model.language_model.); with `gguf`,
+// "blk.N." and llama.cpp's qwen35 names and forms (ssm_a = -exp(A_log), conv [C, K]).
+GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s, bool fused, const QuantConfig& quant,
+                    bool gguf = false);
 
 // Activation scratch of GDN layers, grown on demand.
 struct GdnScratch {

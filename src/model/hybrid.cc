@@ -35,8 +35,14 @@ HybridModel::HybridModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std:
   bind_weights(opts);
 }
 
+std::vector<float> HybridModel::gain(const std::string& name, int64_t n) {
+  std::vector<float> w = take_f32_vector(*ckpt_, name, {n});
+  return cfg_.gguf_hybrid_layout ? w : one_plus(std::move(w));  // llama.cpp's converter folded the 1 in
+}
+
 void HybridModel::bind_weights(const LoadOptions& opts) {
   Checkpoint& c = *ckpt_;
+  const bool gguf = cfg_.gguf_hybrid_layout;
   const std::string& root = cfg_.text_prefix;  // "model." or "model.language_model."
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   QuantConfig quant = QuantConfig::from_checkpoint(c);
@@ -44,17 +50,18 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     return Linear::bind(c, name, {rows, cols}, quant);
   };
-  auto gain = [&](const std::string& name, int64_t n) { return one_plus(take_f32_vector(c, name, {n})); };
 
-  embed_ = Linear::bind(c, root + "embed_tokens.weight", {V, H}, quant, Linear::Use::Rows);
-  final_norm_ = gain(root + "norm.weight", H);
-  if (cfg_.tie_word_embeddings && !c.has("lm_head.weight")) {
+  embed_ = Linear::bind(c, gguf ? "token_embd.weight" : root + "embed_tokens.weight", {V, H}, quant, Linear::Use::Rows);
+  final_norm_ = gain(gguf ? "output_norm.weight" : root + "norm.weight", H);
+  const std::string head = gguf ? "output.weight" : "lm_head.weight";
+  if (gguf) cfg_.tie_word_embeddings = !c.has(head);  // llama.cpp: no output tensor means tied
+  if (cfg_.tie_word_embeddings && !c.has(head)) {
     lm_head_ = embed_;
   } else if (cfg_.tie_word_embeddings) {
     c.ignore("lm_head\\.weight", "tied to the embedding (tie_word_embeddings)");
     lm_head_ = embed_;
   } else {
-    lm_head_ = matrix("lm_head.weight", V, H);
+    lm_head_ = matrix(head, V, H);
   }
   lm_head_.prepare_matmul(c);  // packs a tied embedding for its lm_head use
   c.ignore(R"(model\.visual\..*)", "vision tower (the engine runs the text decoder only)");
@@ -64,7 +71,8 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
   for (int64_t i = 0; i < cfg_.num_layers; ++i) {
     HybridLayer& L = layers_[static_cast<size_t>(i)];
     const bool linear = !cfg_.is_full_attention(i);
-    bind_layer(L, root + "layers." + std::to_string(i) + ".", linear, cfg_.is_sparse_layer(i), quant);
+    const std::string prefix = gguf ? "blk." + std::to_string(i) + "." : root + "layers." + std::to_string(i) + ".";
+    bind_layer(L, prefix, linear, cfg_.is_sparse_layer(i), quant);
     if (linear) {
       L.state_offset = state_offset;
       state_offset += gdn_shape_.state_floats();
@@ -78,42 +86,56 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
   if (opts.strict) c.require_clean();
 }
 
+// p: "model.layers.N." (HF) or "blk.N." (GGUF, llama.cpp's qwen35 names).
 void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, bool sparse, const QuantConfig& quant) {
   Checkpoint& c = *ckpt_;
+  const bool gguf = cfg_.gguf_hybrid_layout;
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, hd = cfg_.head_dim;
   const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     return Linear::bind(c, name, {rows, cols}, quant);
   };
-  auto gain = [&](const std::string& name, int64_t n) { return one_plus(take_f32_vector(c, name, {n})); };
+  // HF suffix, GGUF suffix.
+  auto name = [&](const char* hf, const char* gg) { return p + (gguf ? gg : hf); };
   L.linear = linear;
-  L.attn_norm = gain(p + "input_layernorm.weight", H);
+  L.attn_norm = gain(name("input_layernorm.weight", "attn_norm.weight"), H);
   if (linear) {
-    L.gdn = bind_gdn(c, p + "linear_attn.", gdn_shape_, cfg_.linear_fused_projections, quant);
+    L.gdn = bind_gdn(c, gguf ? p : p + "linear_attn.", gdn_shape_, cfg_.linear_fused_projections, quant, gguf);
   } else {
-    const std::string a = p + "self_attn.";
-    L.attn.wq = matrix(a + "q_proj.weight", nh * 2 * hd, H);
-    L.attn.wk = matrix(a + "k_proj.weight", nkv * hd, H);
-    L.attn.wv = matrix(a + "v_proj.weight", nkv * hd, H);
-    L.attn.wo = matrix(a + "o_proj.weight", H, nh * hd);
-    L.attn.q_norm = gain(a + "q_norm.weight", hd);
-    L.attn.k_norm = gain(a + "k_norm.weight", hd);
+    L.attn.wq = matrix(name("self_attn.q_proj.weight", "attn_q.weight"), nh * 2 * hd, H);
+    L.attn.wk = matrix(name("self_attn.k_proj.weight", "attn_k.weight"), nkv * hd, H);
+    L.attn.wv = matrix(name("self_attn.v_proj.weight", "attn_v.weight"), nkv * hd, H);
+    L.attn.wo = matrix(name("self_attn.o_proj.weight", "attn_output.weight"), H, nh * hd);
+    L.attn.q_norm = gain(name("self_attn.q_norm.weight", "attn_q_norm.weight"), hd);
+    L.attn.k_norm = gain(name("self_attn.k_norm.weight", "attn_k_norm.weight"), hd);
   }
-  L.ffn_norm = gain(p + "post_attention_layernorm.weight", H);
+  L.ffn_norm = gain(name("post_attention_layernorm.weight", "post_attention_norm.weight"), H);
   if (sparse) {
+    ZEN_CHECK(!gguf, "GGUF hybrid MoE layers are not supported");
     L.ffn.sparse = true;
     L.ffn.moe = bind_moe(c, p + "mlp", cfg_, quant);
     return;
   }
-  L.ffn.w_gate = matrix(p + "mlp.gate_proj.weight", I, H);
-  L.ffn.w_up = matrix(p + "mlp.up_proj.weight", I, H);
-  L.ffn.w_down = matrix(p + "mlp.down_proj.weight", H, I);
+  L.ffn.w_gate = matrix(name("mlp.gate_proj.weight", "ffn_gate.weight"), I, H);
+  L.ffn.w_up = matrix(name("mlp.up_proj.weight", "ffn_up.weight"), I, H);
+  L.ffn.w_down = matrix(name("mlp.down_proj.weight", "ffn_down.weight"), H, I);
 }
 
 // The MTP head binds when mtp.fc.weight exists; without it the head cannot run, and its other
 // tensors (often shipped anyway) are ignored by a rule that names the missing projection.
 void HybridModel::bind_mtp(const QuantConfig& quant) {
   Checkpoint& c = *ckpt_;
+  if (cfg_.gguf_hybrid_layout) {
+    if (cfg_.nextn_layers == 0) {
+      mtp_status_ = "absent (no nextn layers)";
+      return;
+    }
+    // llama.cpp appends the MTP block as blk.<num_layers>.* with nextn.* tensors; not read yet.
+    for (int64_t b = cfg_.num_layers; b < cfg_.num_layers + cfg_.nextn_layers; ++b)
+      c.ignore("blk\\." + std::to_string(b) + "\\..*", "GGUF MTP (nextn) block: not loaded from GGUF yet");
+    mtp_status_ = "unavailable (GGUF nextn layers are not loaded yet)";
+    return;
+  }
   bool any = false;
   for (const std::string& name : c.tensor_names()) any = any || name.starts_with("mtp.");
   if (!any) {
@@ -126,11 +148,10 @@ void HybridModel::bind_mtp(const QuantConfig& quant) {
     return;
   }
   const int64_t H = cfg_.hidden_size;
-  auto gain = [&](const std::string& name) { return one_plus(take_f32_vector(c, name, {H})); };
   mtp_.fc = Linear::bind(c, "mtp.fc.weight", {H, 2 * H}, quant);
-  mtp_.norm_embedding = gain("mtp.pre_fc_norm_embedding.weight");
-  mtp_.norm_hidden = gain("mtp.pre_fc_norm_hidden.weight");
-  mtp_.norm = gain("mtp.norm.weight");
+  mtp_.norm_embedding = gain("mtp.pre_fc_norm_embedding.weight", H);
+  mtp_.norm_hidden = gain("mtp.pre_fc_norm_hidden.weight", H);
+  mtp_.norm = gain("mtp.norm.weight", H);
   bind_layer(mtp_.layer, "mtp.layers.0.", /*linear=*/false, /*sparse=*/cfg_.num_experts > 0, quant);
   mtp_available_ = true;
   mtp_status_ = "available (1 layer)";

@@ -89,6 +89,8 @@ class HybridModel final : public Model {
   void mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits);
 
  private:
+  // A zero-centred RMSNorm gain as applied: 1 + w (HF), or as stored (GGUF: folded).
+  std::vector<float> gain(const std::string& name, int64_t n);
   void bind_weights(const LoadOptions& opts);
   void bind_layer(HybridLayer& L, const std::string& prefix, bool linear, bool sparse, const QuantConfig& quant);
   void bind_mtp(const QuantConfig& quant);

@@ -26,8 +26,12 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models";
-const std::vector<std::string> kHybridFixtures = {"qwen3_5_text_f32", "qwen3_5_vl_bf16", "qwen3_next_f32",
-                                                   "qwen3_next_moe_bf16", "qwen3_5_moe_bf16"};
+// qwen3_5_tied_f32.gguf is that checkpoint in llama.cpp's qwen35 GGUF layout (value heads in
+// tiled order, folded gains), checked against llama.cpp by the fixture script; it shares the
+// folder's reference.
+const std::vector<std::string> kHybridFixtures = {"qwen3_5_text_f32",      "qwen3_5_vl_bf16",     "qwen3_next_f32",
+                                                   "qwen3_next_moe_bf16",   "qwen3_5_moe_bf16",    "qwen3_5_tied_f32",
+                                                   "qwen3_5_tied_f32.gguf"};
 
 struct Reference {
   std::vector<int32_t> prompt;
@@ -47,7 +51,8 @@ std::vector<T> tensor_copy(const SafetensorsFile& f, const std::string& name) {
   return {};
 }
 
-Reference read_reference(const std::string& name) {
+Reference read_reference(std::string name) {
+  if (name.ends_with(".gguf")) name.resize(name.size() - 5);  // a GGUF shares its source's reference
   SafetensorsFile f((kFixtures / (name + ".reference.safetensors")).string());
   return {tensor_copy<int32_t>(f, "prompt"), tensor_copy<float>(f, "logits"), tensor_copy<int32_t>(f, "greedy")};
 }
@@ -248,7 +253,11 @@ TEST_P(HybridFixture, StateHistoryRecordsEveryToken) {
   }
 }
 
-std::string fixture_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+std::string fixture_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '.', '_');
+  return name;
+}
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridFixture, ::testing::ValuesIn(kHybridFixtures), fixture_name);
 
 TEST(HybridConfig, ParsesCompositeQwen35) {
