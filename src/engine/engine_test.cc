@@ -3,6 +3,7 @@
 // prefix gives the same logits as a cold one; aborts and impossible requests are clean.
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -304,7 +305,8 @@ TEST_F(EngineTiny, VerifyAndRollbackEqualsPlainDecoding) {
 // slots. Prefill steps end on 64-token boundaries, so a prompt's state is identical however
 // the scheduler splits it, and the state at the last boundary is kept as a prefix snapshot.
 // Fixtures under tests/fixtures; fpquant/qwen3_5_mixed is Zen6's weight mix (FP8 attention and
-// Gated DeltaNet projections, NVFP4 MLPs on the default int8-activation path).
+// Gated DeltaNet projections, NVFP4 MLPs on the default int8-activation path), and
+// qwen3_5_tied_q8_0.gguf a Q8_0 GGUF in llama.cpp's qwen35 layout.
 class EngineHybrid : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -367,8 +369,13 @@ TEST_P(EngineHybrid, PreemptionUnderATinyPoolCompletesEveryRequest) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineHybrid,
-                         ::testing::Values("models/qwen3_5_text_f32", "models/qwen3_next_f32", "fpquant/qwen3_5_mixed"),
-                         [](const auto& info) { return fs::path(info.param).filename().string(); });
+                         ::testing::Values("models/qwen3_5_text_f32", "models/qwen3_next_f32", "fpquant/qwen3_5_mixed",
+                                           "models/qwen3_5_tied_q8_0.gguf"),
+                         [](const auto& info) {
+                           std::string name = fs::path(info.param).filename().string();
+                           std::replace(name.begin(), name.end(), '.', '_');
+                           return name;
+                         });
 
 // The default model (Qwen2.5-Coder-0.5B Q4_K_M): 32 different prompts at once give each the
 // greedy text it gets alone, with batches mixing prefill chunks and decodes.

@@ -31,7 +31,7 @@ const fs::path kFixtures = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models";
 // folder's reference.
 const std::vector<std::string> kHybridFixtures = {"qwen3_5_text_f32",      "qwen3_5_vl_bf16",     "qwen3_next_f32",
                                                    "qwen3_next_moe_bf16",   "qwen3_5_moe_bf16",    "qwen3_5_tied_f32",
-                                                   "qwen3_5_tied_f32.gguf"};
+                                                   "qwen3_5_tied_f32.gguf", "qwen3_5_tied_q8_0.gguf"};
 
 struct Reference {
   std::vector<int32_t> prompt;
