@@ -274,9 +274,10 @@ def make_variant(variant, out_dir):
 
 GGUF_FROM = "qwen3_5_tied_f32"
 LLAMA_CPP_MAX_REL_ERR = 1e-3  # llama.cpp computes in f32 with an f16 KV cache
-# With Q8_0 weights llama.cpp's AVX2 activation rounding (to nearest even) differs from the
-# reference's roundf on exact halves, and these 32-wide rows are that sensitive (the engine
-# follows roundf, as llama.cpp's reference C does, and is held to 1e-4 by its tests).
+# With Q8_0 weights llama.cpp's AVX2 activation quantization (x * (127 / amax), rounded to
+# nearest even) differs in the last bit and on halves from its reference C (x * (1 / d), roundf),
+# which the reference here and the engine follow (the engine is held to 1e-4 by its tests),
+# and these 32-wide rows are that sensitive to activation rounding.
 LLAMA_CPP_Q8_0_MAX_REL_ERR = 2e-2
 
 
