@@ -106,7 +106,8 @@ VARIANTS = [
     # Source of the qwen35 GGUF fixture: Dk == Dv (llama.cpp's requirement), tied embeddings
     # (no output tensor in the GGUF), grouped value heads (Hv = 2 Hk) so the tiled reorder shows.
     Variant("qwen3_5_tied_f32", "qwen3_5_text",
-            {"full_attention_interval": 4, "linear_value_head_dim": 16, "tie_word_embeddings": True}, seed=511),
+            {"full_attention_interval": 4, "linear_value_head_dim": 16, "tie_word_embeddings": True}, seed=511,
+            mtp=True),
     # Qwen3.5-MoE (text): every layer sparse, top-k always renormalised.
     Variant("qwen3_5_moe_bf16", "qwen3_5_moe_text", {"num_experts": 4}, seed=701,
             dtype="bfloat16"),
@@ -305,6 +306,8 @@ def write_gguf(folder, path, q8_0=False):
         t = t.reshape(*shape[:dim], r, Hk, head, *shape[dim + 1:])
         return t.transpose(dim, dim + 1).contiguous().reshape(shape)
 
+    mtp = not q8_0 and "mtp.fc.weight" in sd  # the Q8_0 file leaves the MTP block out
+    L = config.num_hidden_layers
     interval = config.layer_types.index("full_attention") + 1  # llama.cpp's schedule: an interval
     assert config.layer_types == ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
                                   for i in range(config.num_hidden_layers)]
@@ -312,7 +315,7 @@ def write_gguf(folder, path, q8_0=False):
     w = gguf.GGUFWriter(path, a)
     rot = int(config.head_dim * config.rope_parameters.get("partial_rotary_factor", 0.25))
     for key, value in (("context_length", config.max_position_embeddings), ("embedding_length", config.hidden_size),
-                       ("block_count", config.num_hidden_layers), ("feed_forward_length", config.intermediate_size),
+                       ("block_count", L + mtp), ("feed_forward_length", config.intermediate_size),
                        ("attention.head_count", config.num_attention_heads),
                        ("attention.head_count_kv", config.num_key_value_heads),
                        ("attention.key_length", config.head_dim), ("attention.value_length", config.head_dim),
@@ -320,6 +323,8 @@ def write_gguf(folder, path, q8_0=False):
                        ("ssm.state_size", Dk), ("ssm.group_count", Hk), ("ssm.time_step_rank", Hv),
                        ("ssm.inner_size", Dv * Hv), ("full_attention_interval", interval)):
         w.add_uint32(f"{a}.{key}", value)
+    if mtp:
+        w.add_uint32(f"{a}.nextn_predict_layers", 1)
     w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", config.rms_norm_eps)
     w.add_float32(f"{a}.rope.freq_base", config.rope_parameters["rope_theta"])
     w.add_array(f"{a}.rope.dimension_sections", [rot // 4, rot // 4, rot // 2 - 2 * (rot // 4), 0])
@@ -343,8 +348,14 @@ def write_gguf(folder, path, q8_0=False):
     stored = {"model.embed_tokens.weight": put("token_embd.weight", sd["model.embed_tokens.weight"])}
     put("output_norm.weight", sd["model.norm.weight"] + 1)
     assert config.tie_word_embeddings  # no output.weight: llama.cpp reuses token_embd
-    for i, kind in enumerate(config.layer_types):
-        p, b = f"model.layers.{i}.", f"blk.{i}."
+    # The MTP block is one more full-attention layer, blk.<L>, as the converter remaps mtp.*.
+    layers = [(f"model.layers.{i}.", f"blk.{i}.", kind) for i, kind in enumerate(config.layer_types)]
+    if mtp:
+        layers.append(("mtp.layers.0.", f"blk.{L}.", "full_attention"))
+        stored["mtp.fc.weight"] = put(f"blk.{L}.nextn.eh_proj.weight", sd["mtp.fc.weight"])
+        for src, dst in (("pre_fc_norm_embedding", "enorm"), ("pre_fc_norm_hidden", "hnorm"), ("norm", "shared_head_norm")):
+            put(f"blk.{L}.nextn.{dst}.weight", sd[f"mtp.{src}.weight"] + 1)
+    for p, b, kind in layers:
         put(b + "attn_norm.weight", sd[p + "input_layernorm.weight"] + 1)
         put(b + "post_attention_norm.weight", sd[p + "post_attention_layernorm.weight"] + 1)
         names = [("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")]

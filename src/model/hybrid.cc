@@ -125,17 +125,8 @@ void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, 
 // tensors (often shipped anyway) are ignored by a rule that names the missing projection.
 void HybridModel::bind_mtp(const QuantConfig& quant) {
   Checkpoint& c = *ckpt_;
-  if (cfg_.gguf_hybrid_layout) {
-    if (cfg_.nextn_layers == 0) {
-      mtp_status_ = "absent (no nextn layers)";
-      return;
-    }
-    // llama.cpp appends the MTP block as blk.<num_layers>.* with nextn.* tensors; not read yet.
-    for (int64_t b = cfg_.num_layers; b < cfg_.num_layers + cfg_.nextn_layers; ++b)
-      c.ignore("blk\\." + std::to_string(b) + "\\..*", "GGUF MTP (nextn) block: not loaded from GGUF yet");
-    mtp_status_ = "unavailable (GGUF nextn layers are not loaded yet)";
-    return;
-  }
+  const int64_t H = cfg_.hidden_size;
+  if (cfg_.gguf_hybrid_layout) return bind_gguf_mtp(quant);
   bool any = false;
   for (const std::string& name : c.tensor_names()) any = any || name.starts_with("mtp.");
   if (!any) {
@@ -147,12 +138,46 @@ void HybridModel::bind_mtp(const QuantConfig& quant) {
     c.ignore(R"(mtp\..*)", "MTP head unavailable: mtp.fc.weight is missing");
     return;
   }
-  const int64_t H = cfg_.hidden_size;
   mtp_.fc = Linear::bind(c, "mtp.fc.weight", {H, 2 * H}, quant);
   mtp_.norm_embedding = gain("mtp.pre_fc_norm_embedding.weight", H);
   mtp_.norm_hidden = gain("mtp.pre_fc_norm_hidden.weight", H);
   mtp_.norm = gain("mtp.norm.weight", H);
   bind_layer(mtp_.layer, "mtp.layers.0.", /*linear=*/false, /*sparse=*/cfg_.num_experts > 0, quant);
+  mtp_available_ = true;
+  mtp_status_ = "available (1 layer)";
+}
+
+// llama.cpp's layout: the MTP block is blk.<num_layers> (qwen35.nextn_predict_layers = 1), a
+// full-attention decoder layer under the usual names plus nextn.eh_proj (HF mtp.fc),
+// nextn.enorm / nextn.hnorm (pre_fc_norm_embedding / _hidden) and nextn.shared_head_norm
+// (mtp.norm), gains folded like the others. It shares token_embd and the lm_head.
+void HybridModel::bind_gguf_mtp(const QuantConfig& quant) {
+  Checkpoint& c = *ckpt_;
+  const int64_t H = cfg_.hidden_size;
+  if (cfg_.nextn_layers == 0) {
+    mtp_status_ = "absent (no nextn layers)";
+    return;
+  }
+  const std::string block = "blk." + std::to_string(cfg_.num_layers) + ".";
+  const std::string block_pattern = "blk\\." + std::to_string(cfg_.num_layers) + "\\.";  // a regex
+  if (cfg_.nextn_layers != 1) {
+    mtp_status_ = "unavailable (" + std::to_string(cfg_.nextn_layers) + " nextn blocks; one is supported)";
+    for (int64_t b = cfg_.num_layers; b < cfg_.num_layers + cfg_.nextn_layers; ++b)
+      c.ignore("blk\\." + std::to_string(b) + "\\..*", "more than one MTP (nextn) block");
+    return;
+  }
+  if (!c.has(block + "nextn.eh_proj.weight")) {
+    mtp_status_ = "unavailable (missing " + block + "nextn.eh_proj.weight)";
+    c.ignore(block_pattern + ".*", "MTP head unavailable: " + block + "nextn.eh_proj.weight is missing");
+    return;
+  }
+  mtp_.fc = Linear::bind(c, block + "nextn.eh_proj.weight", {H, 2 * H}, quant);
+  mtp_.norm_embedding = gain(block + "nextn.enorm.weight", H);
+  mtp_.norm_hidden = gain(block + "nextn.hnorm.weight", H);
+  mtp_.norm = gain(block + "nextn.shared_head_norm.weight", H);
+  c.ignore(block_pattern + R"(nextn\.(embed_tokens|shared_head_head)\.weight)",
+           "Qwen3.5's MTP head shares the model's embedding and lm_head");
+  bind_layer(mtp_.layer, block, /*linear=*/false, /*sparse=*/false, quant);
   mtp_available_ = true;
   mtp_status_ = "available (1 layer)";
 }

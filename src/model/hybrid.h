@@ -91,6 +91,7 @@ class HybridModel final : public Model {
  private:
   // A zero-centred RMSNorm gain as applied: 1 + w (HF), or as stored (GGUF: folded).
   std::vector<float> gain(const std::string& name, int64_t n);
+  void bind_gguf_mtp(const QuantConfig& quant);
   void bind_weights(const LoadOptions& opts);
   void bind_layer(HybridLayer& L, const std::string& prefix, bool linear, bool sparse, const QuantConfig& quant);
   void bind_mtp(const QuantConfig& quant);

@@ -380,13 +380,18 @@ TEST(HybridLoading, StateHistorySlotConflictsAreErrors) {
 namespace zen {
 namespace {
 
-// The MTP head (qwen3_5_text_f32 carries one) against the script's reference built from
-// transformers' modules: over the whole prompt, then in two pieces through its own KV.
-TEST(HybridMtp, LogitsMatchReference) {
-  auto model = load_hybrid("qwen3_5_text_f32");
+// The MTP head against the script's reference built from transformers' modules: over the
+// whole prompt, then in two pieces through its own KV. The GGUF carries it as llama.cpp's
+// nextn block (blk.4).
+class HybridMtpLogits : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HybridMtpLogits, MatchReference) {
+  auto model = load_hybrid(GetParam());
   ASSERT_NE(model, nullptr);
   ASSERT_TRUE(model->mtp_available()) << model->mtp_status();
-  SafetensorsFile f((kFixtures / "qwen3_5_text_f32.reference.safetensors").string());
+  std::string source = GetParam();
+  if (source.ends_with(".gguf")) source.resize(source.size() - 5);
+  SafetensorsFile f((kFixtures / (source + ".reference.safetensors")).string());
   const std::vector<int32_t> prompt = tensor_copy<int32_t>(f, "prompt");
   const std::vector<float> expected = tensor_copy<float>(f, "mtp_logits");
   const int64_t V = model->config().vocab_size, H = model->config().hidden_size;
@@ -422,6 +427,15 @@ TEST(HybridMtp, LogitsMatchReference) {
   run(0, 100, pieces.data());
   run(100, T - 1 - 100, &pieces[static_cast<size_t>(100 * V)]);
   EXPECT_LE(max_diff(pieces, mtp), 1e-5f * scale);
+}
+INSTANTIATE_TEST_SUITE_P(Fixtures, HybridMtpLogits,
+                         ::testing::Values("qwen3_5_text_f32", "qwen3_5_tied_f32", "qwen3_5_tied_f32.gguf"), fixture_name);
+
+TEST(HybridMtp, GgufWithoutNextnHasNoHead) {
+  auto model = load_hybrid("qwen3_5_tied_q8_0.gguf");
+  ASSERT_NE(model, nullptr);
+  EXPECT_FALSE(model->mtp_available());
+  EXPECT_EQ(model->mtp_status(), "absent (no nextn layers)");
 }
 
 TEST(HybridMtp, AbsentHeadIsAnErrorWhenAskedFor) {
