@@ -108,6 +108,9 @@ VARIANTS = [
     Variant("qwen3_5_tied_f32", "qwen3_5_text",
             {"full_attention_interval": 4, "linear_value_head_dim": 16, "tie_word_embeddings": True}, seed=511,
             mtp=True),
+    # Source of the qwen35moe GGUF fixture: Qwen3.5-MoE with Dk == Dv and tied embeddings.
+    Variant("qwen3_5_moe_tied_f32", "qwen3_5_moe_text",
+            {"num_experts": 4, "linear_value_head_dim": 16, "tie_word_embeddings": True}, seed=711),
     # Qwen3.5-MoE (text): every layer sparse, top-k always renormalised.
     Variant("qwen3_5_moe_bf16", "qwen3_5_moe_text", {"num_experts": 4}, seed=701,
             dtype="bfloat16"),
@@ -273,7 +276,8 @@ def make_variant(variant, out_dir):
                 max_logit=float(logits.abs().max()), folder=folder, ref=ref_path)
 
 
-GGUF_FROM = "qwen3_5_tied_f32"
+GGUF_FROM = "qwen3_5_tied_f32"  # also the source of the Q8_0 GGUF
+GGUF_SOURCES = (GGUF_FROM, "qwen3_5_moe_tied_f32")
 LLAMA_CPP_MAX_REL_ERR = 1e-3  # llama.cpp computes in f32 with an f16 KV cache
 # With Q8_0 weights llama.cpp's AVX2 activation quantization (x * (127 / amax), rounded to
 # nearest even) differs in the last bit and on halves from its reference C (x * (1 / d), roundf),
@@ -311,11 +315,17 @@ def write_gguf(folder, path, q8_0=False):
     interval = config.layer_types.index("full_attention") + 1  # llama.cpp's schedule: an interval
     assert config.layer_types == ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
                                   for i in range(config.num_hidden_layers)]
-    a = "qwen35"
+    E = getattr(config, "num_experts", 0) or 0
+    a = "qwen35moe" if E else "qwen35"
     w = gguf.GGUFWriter(path, a)
+    if E:
+        for key, value in (("expert_count", E), ("expert_used_count", config.num_experts_per_tok),
+                           ("expert_feed_forward_length", config.moe_intermediate_size),
+                           ("expert_shared_feed_forward_length", config.shared_expert_intermediate_size)):
+            w.add_uint32(f"{a}.{key}", value)
     rot = int(config.head_dim * config.rope_parameters.get("partial_rotary_factor", 0.25))
     for key, value in (("context_length", config.max_position_embeddings), ("embedding_length", config.hidden_size),
-                       ("block_count", L + mtp), ("feed_forward_length", config.intermediate_size),
+                       ("block_count", L + mtp),
                        ("attention.head_count", config.num_attention_heads),
                        ("attention.head_count_kv", config.num_key_value_heads),
                        ("attention.key_length", config.head_dim), ("attention.value_length", config.head_dim),
@@ -323,6 +333,8 @@ def write_gguf(folder, path, q8_0=False):
                        ("ssm.state_size", Dk), ("ssm.group_count", Hk), ("ssm.time_step_rank", Hv),
                        ("ssm.inner_size", Dv * Hv), ("full_attention_interval", interval)):
         w.add_uint32(f"{a}.{key}", value)
+    if not E:
+        w.add_uint32(f"{a}.feed_forward_length", config.intermediate_size)
     if mtp:
         w.add_uint32(f"{a}.nextn_predict_layers", 1)
     w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", config.rms_norm_eps)
@@ -337,7 +349,7 @@ def write_gguf(folder, path, q8_0=False):
     def put(name, t):
         """Adds t under `name`; returns it as stored (dequantized when quantized), as torch f32."""
         x = np.ascontiguousarray(t.numpy().astype(np.float32))
-        if q8_0 and x.ndim == 2 and x.shape[1] % 32 == 0:
+        if q8_0 and x.ndim == 2 and x.shape[1] % 32 == 0:  # (the MoE fixture stays f32)
             Q8_0 = gguf.GGMLQuantizationType.Q8_0
             q = gguf.quants.quantize(x, Q8_0)
             w.add_tensor(name, q, raw_dtype=Q8_0)
@@ -358,7 +370,14 @@ def write_gguf(folder, path, q8_0=False):
     for p, b, kind in layers:
         put(b + "attn_norm.weight", sd[p + "input_layernorm.weight"] + 1)
         put(b + "post_attention_norm.weight", sd[p + "post_attention_layernorm.weight"] + 1)
-        names = [("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")]
+        names = [] if E else [("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")]
+        if E:  # routed experts stacked [E, rows, cols], the shared expert, its gate as a vector
+            put(b + "ffn_gate_inp.weight", sd[p + "mlp.gate.weight"])
+            for src, dst in (("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"), ("down_proj", "ffn_down_exps")):
+                put(b + dst + ".weight", torch.stack([sd[f"{p}mlp.experts.{e}.{src}.weight"] for e in range(E)]))
+            for src, dst in (("gate_proj", "ffn_gate_shexp"), ("up_proj", "ffn_up_shexp"), ("down_proj", "ffn_down_shexp")):
+                put(b + dst + ".weight", sd[p + "mlp.shared_expert." + src + ".weight"])
+            put(b + "ffn_gate_inp_shexp.weight", sd[p + "mlp.shared_expert_gate.weight"].reshape(-1))
         if kind == "full_attention":
             names += [("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"), ("self_attn.v_proj", "attn_v"),
                       ("self_attn.o_proj", "attn_output")]
@@ -438,14 +457,16 @@ def check_with_llama_cpp(path, ref_path, max_rel_err=LLAMA_CPP_MAX_REL_ERR):
 
 
 def make_gguf_fixtures(out_dir):
-    """<GGUF_FROM>.gguf (f32, sharing the folder's reference) and qwen3_5_tied_q8_0.gguf with its
-    own reference; both checked against llama.cpp."""
-    folder, total = os.path.join(out_dir, GGUF_FROM), 0
-    path = folder + ".gguf"
-    size, _ = write_gguf(folder, path)
-    rel = check_with_llama_cpp(path, folder + ".reference.safetensors")
-    total += size
-    print(f"{GGUF_FROM}.gguf {size} bytes; llama.cpp's logits within {rel:.2e} of max|logit|")
+    """<name>.gguf for each of GGUF_SOURCES (f32, sharing the folder's reference) and
+    qwen3_5_tied_q8_0.gguf with its own reference; all checked against llama.cpp."""
+    total = 0
+    for source in GGUF_SOURCES:
+        folder = os.path.join(out_dir, source)
+        size, _ = write_gguf(folder, folder + ".gguf")
+        rel = check_with_llama_cpp(folder + ".gguf", folder + ".reference.safetensors")
+        total += size
+        print(f"{source}.gguf {size} bytes; llama.cpp's logits within {rel:.2e} of max|logit|")
+    folder = os.path.join(out_dir, GGUF_FROM)
     name = "qwen3_5_tied_q8_0"
     path = os.path.join(out_dir, name + ".gguf")
     size, stored = write_gguf(folder, path, q8_0=True)
@@ -584,7 +605,7 @@ def main():
         total += size
         print(f"{r['name']:20} seed {r['seed']:5} vocab {r['vocab']:4} max|logit| "
               f"{r['max_logit']:8.3f} margin {r['margin']:6.3f} bytes {size}")
-    if not args.only or GGUF_FROM in args.only:
+    if not args.only or any(source in args.only for source in GGUF_SOURCES):
         total += make_gguf_fixtures(out_dir)
     if not args.no_fpquant and (not args.only or FPQUANT_NAME in args.only):
         total += make_fpquant_variant(os.path.normpath(args.fpquant_out))

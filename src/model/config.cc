@@ -111,15 +111,15 @@ bool is_hybrid_architecture(const std::string& a) {
   return a == "qwen3_5" || a == "qwen3_5_moe" || a == "qwen3_next";
 }
 
-// llama.cpp's qwen35 (Qwen3.5 dense text decoder) metadata, as its converter writes it. Text
-// positions are equal in every MRoPE section, so the sections do not change the rotation.
-void read_gguf_hybrid(const GgufFile& g, ModelConfig& c) {
+// llama.cpp's qwen35 / qwen35moe (Qwen3.5 text decoders) metadata, as its converter writes it.
+// Text positions are equal in every MRoPE section, so the sections do not change the rotation.
+void read_gguf_hybrid(const GgufFile& g, const std::string& a, ModelConfig& c) {
   auto need = [&](const std::string& key) {
-    auto v = g.get_int("qwen35." + key);
-    if (!v) fail(g.path(), ": GGUF metadata lacks 'qwen35.", key, "'");
+    auto v = g.get_int(a + "." + key);
+    if (!v) fail(g.path(), ": GGUF metadata lacks '", a, ".", key, "'");
     return *v;
   };
-  c.architecture = "qwen3_5";
+  c.architecture = a == "qwen35moe" ? "qwen3_5_moe" : "qwen3_5";
   c.zero_centered_norm = true;
   c.attn_output_gate = true;
   c.gguf_hybrid_layout = true;
@@ -130,13 +130,24 @@ void read_gguf_hybrid(const GgufFile& g, ModelConfig& c) {
   c.linear_conv_kernel_dim = need("ssm.conv_kernel");
   const int64_t inner = need("ssm.inner_size");
   if (c.linear_num_value_heads <= 0 || inner % c.linear_num_value_heads != 0)
-    fail(g.path(), ": qwen35.ssm.inner_size ", inner, " is not a multiple of ssm.time_step_rank ",
+    fail(g.path(), ": ", a, ".ssm.inner_size ", inner, " is not a multiple of ssm.time_step_rank ",
          c.linear_num_value_heads);
   c.linear_value_head_dim = inner / c.linear_num_value_heads;
-  c.full_attention_interval = g.get_int("qwen35.full_attention_interval").value_or(4);
-  c.nextn_layers = g.get_int("qwen35.nextn_predict_layers").value_or(0);
-  if (g.find("qwen35.attention.recurrent_layers") != nullptr)
-    fail(g.path(), ": qwen35.attention.recurrent_layers (an explicit layer schedule) is not supported yet");
+  c.full_attention_interval = g.get_int(a + ".full_attention_interval").value_or(4);
+  c.nextn_layers = g.get_int(a + ".nextn_predict_layers").value_or(0);
+  if (g.find(a + ".attention.recurrent_layers") != nullptr)
+    fail(g.path(), ": ", a, ".attention.recurrent_layers (an explicit layer schedule) is not supported yet");
+  if (a == "qwen35moe") {
+    // Every layer sparse, top-k renormalised (Qwen3_5MoeDecoderLayer), with the shared expert.
+    c.num_experts = need("expert_count");
+    c.num_experts_per_tok = need("expert_used_count");
+    c.moe_intermediate_size = need("expert_feed_forward_length");
+    c.shared_expert_intermediate_size = g.get_int(a + ".expert_shared_feed_forward_length").value_or(0);
+    c.norm_topk_prob = true;
+    c.decoder_sparse_step = 1;
+    if (auto scale = g.get_float(a + ".expert_weights_scale"); scale && *scale != 1.0)
+      fail(g.path(), ": ", a, ".expert_weights_scale ", *scale, " is not supported (Qwen3.5-MoE has none)");
+  }
 }
 
 // The hybrids' extra fields (qwen3_5 text part, qwen3_next); HF's defaults where absent.
@@ -244,15 +255,17 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   ModelConfig c;
   c.architecture = g.get_string("general.architecture").value_or("");
   const std::string a = c.architecture;  // GGUF's name (metadata key prefix)
-  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "qwen35")
-    fail(g.path(), ": GGUF architecture '", a, "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35)");
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "qwen35" && a != "qwen35moe")
+    fail(g.path(), ": GGUF architecture '", a,
+         "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe)");
+  const bool qwen35 = a == "qwen35" || a == "qwen35moe";
   auto need_int = [&](const std::string& key) {
     auto v = g.get_int(a + "." + key);
     if (!v) fail(g.path(), ": GGUF metadata lacks '", a, ".", key, "'");
     return *v;
   };
   c.hidden_size = need_int("embedding_length");
-  if (a == "qwen35") read_gguf_hybrid(g, c);
+  if (qwen35) read_gguf_hybrid(g, a, c);
   if (a == "qwen3moe") {
     // Every layer sparse; llama.cpp always renormalises the top-k weights for qwen3moe.
     c.architecture = "qwen3_moe";
@@ -261,8 +274,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     c.moe_intermediate_size = need_int("expert_feed_forward_length");
     c.norm_topk_prob = true;
   }
-  c.intermediate_size = a == "qwen3moe" ? g.get_int(a + ".feed_forward_length").value_or(c.moe_intermediate_size)
-                                        : need_int("feed_forward_length");
+  c.intermediate_size = a == "qwen3moe" || a == "qwen35moe"
+                            ? g.get_int(a + ".feed_forward_length").value_or(c.moe_intermediate_size)
+                            : need_int("feed_forward_length");
   c.num_layers = need_int("block_count") - c.nextn_layers;
   c.num_heads = need_int("attention.head_count");
   c.num_kv_heads = g.get_int(a + ".attention.head_count_kv").value_or(c.num_heads);
@@ -271,13 +285,13 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.rms_norm_eps = g.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
   c.rope_theta = g.get_float(a + ".rope.freq_base").value_or(10000.0);
   c.attention_bias = a == "qwen2";
-  c.qk_norm = a == "qwen3" || a == "qwen3moe" || a == "qwen35";
-  if (a == "qwen35") {
+  c.qk_norm = a == "qwen3" || a == "qwen3moe" || qwen35;
+  if (qwen35) {
     const int64_t rot = need_int("rope.dimension_count");
     if (c.head_dim <= 0 || rot <= 0 || rot > c.head_dim || rot % 2 != 0)
-      fail(g.path(), ": qwen35.rope.dimension_count ", rot, " does not fit head_dim ", c.head_dim);
+      fail(g.path(), ": ", a, ".rope.dimension_count ", rot, " does not fit head_dim ", c.head_dim);
     c.partial_rotary_factor = static_cast<double>(rot) / static_cast<double>(c.head_dim);
-    if (c.full_attention_interval <= 0) fail(g.path(), ": qwen35.full_attention_interval must be positive");
+    if (c.full_attention_interval <= 0) fail(g.path(), ": ", a, ".full_attention_interval must be positive");
     for (int64_t i = 0; i < c.num_layers; ++i)  // llama.cpp's rule: recurrent unless (i + 1) % interval == 0
       c.layer_types.push_back((i + 1) % c.full_attention_interval == 0 ? "full_attention" : "linear_attention");
   }

@@ -111,9 +111,8 @@ void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, 
   }
   L.ffn_norm = gain(name("post_attention_layernorm.weight", "post_attention_norm.weight"), H);
   if (sparse) {
-    ZEN_CHECK(!gguf, "GGUF hybrid MoE layers are not supported");
     L.ffn.sparse = true;
-    L.ffn.moe = bind_moe(c, p + "mlp", cfg_, quant);
+    L.ffn.moe = bind_moe(c, gguf ? p.substr(0, p.size() - 1) : p + "mlp", cfg_, quant);  // GGUF: "blk.N"
     return;
   }
   L.ffn.w_gate = matrix(name("mlp.gate_proj.weight", "ffn_gate.weight"), I, H);
@@ -177,7 +176,7 @@ void HybridModel::bind_gguf_mtp(const QuantConfig& quant) {
   mtp_.norm = gain(block + "nextn.shared_head_norm.weight", H);
   c.ignore(block_pattern + R"(nextn\.(embed_tokens|shared_head_head)\.weight)",
            "Qwen3.5's MTP head shares the model's embedding and lm_head");
-  bind_layer(mtp_.layer, block, /*linear=*/false, /*sparse=*/false, quant);
+  bind_layer(mtp_.layer, block, /*linear=*/false, /*sparse=*/cfg_.num_experts > 0, quant);
   mtp_available_ = true;
   mtp_status_ = "available (1 layer)";
 }

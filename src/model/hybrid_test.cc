@@ -26,12 +26,13 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models";
-// qwen3_5_tied_f32.gguf is that checkpoint in llama.cpp's qwen35 GGUF layout (value heads in
-// tiled order, folded gains), checked against llama.cpp by the fixture script; it shares the
-// folder's reference.
-const std::vector<std::string> kHybridFixtures = {"qwen3_5_text_f32",      "qwen3_5_vl_bf16",     "qwen3_next_f32",
-                                                   "qwen3_next_moe_bf16",   "qwen3_5_moe_bf16",    "qwen3_5_tied_f32",
-                                                   "qwen3_5_tied_f32.gguf", "qwen3_5_tied_q8_0.gguf"};
+// <name>.gguf is checkpoint <name> in llama.cpp's qwen35 / qwen35moe GGUF layout (value heads
+// in tiled order, folded gains), checked against llama.cpp by the fixture script; it shares the
+// folder's reference. qwen3_5_tied_q8_0.gguf (Q8_0 matrices) has its own.
+const std::vector<std::string> kHybridFixtures = {
+    "qwen3_5_text_f32",      "qwen3_5_vl_bf16",        "qwen3_next_f32",       "qwen3_next_moe_bf16",
+    "qwen3_5_moe_bf16",      "qwen3_5_tied_f32",       "qwen3_5_tied_f32.gguf", "qwen3_5_tied_q8_0.gguf",
+    "qwen3_5_moe_tied_f32",  "qwen3_5_moe_tied_f32.gguf"};
 
 struct Reference {
   std::vector<int32_t> prompt;
