@@ -11,12 +11,15 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "io/gguf.h"
+#include "io/io_test_writers.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "model/state_cache.h"
@@ -310,6 +313,53 @@ TEST(HybridConfig, RejectsInconsistentValues) {
   bad = j;
   bad["attn_output_gate"] = false;
   EXPECT_THROW(ModelConfig::from_hf(bad), Error);
+}
+
+// llama.cpp's qwen35 / qwen35moe metadata: read as the fixtures' writer sets it, and every
+// missing or inconsistent value named.
+std::string gguf_config_error(const std::function<void(testing_io::GgufBuilder&)>& edit,
+                              const std::string& arch = "qwen35") {
+  testing_io::GgufBuilder b;
+  b.add_string("general.architecture", arch);
+  const std::vector<std::pair<std::string, uint32_t>> ints = {
+      {"embedding_length", 64}, {"block_count", 4},  {"feed_forward_length", 64}, {"attention.head_count", 4},
+      {"attention.head_count_kv", 2}, {"attention.key_length", 16}, {"attention.value_length", 16},
+      {"rope.dimension_count", 4}, {"ssm.conv_kernel", 4}, {"ssm.state_size", 16}, {"ssm.group_count", 2},
+      {"ssm.time_step_rank", 4}, {"ssm.inner_size", 64}, {"expert_count", 4}, {"expert_used_count", 2},
+      {"expert_feed_forward_length", 32}};
+  edit(b);
+  for (const auto& [key, value] : ints)
+    if (b.kv.find(arch + "." + key) == std::string::npos) b.add_u32(arch + "." + key, value);
+  b.add_strings("tokenizer.ggml.tokens", std::vector<std::string>(64, "t"));
+  const std::string path = testing_io::temp_path("hybrid_meta.gguf");
+  testing_io::write_file(path, b.build());
+  try {
+    const ModelConfig c = ModelConfig::from_gguf(GgufFile(path));
+    EXPECT_EQ(c.linear_value_head_dim, 16);
+    EXPECT_TRUE(c.gguf_hybrid_layout);
+    EXPECT_EQ(c.layer_types, (std::vector<std::string>{"linear_attention", "linear_attention", "linear_attention",
+                                                        "full_attention"}));
+    EXPECT_DOUBLE_EQ(c.partial_rotary_factor, 0.25);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HybridConfig, GgufMetadataIsReadAndCheckedByName) {
+  EXPECT_EQ(gguf_config_error([](auto&) {}), "");
+  EXPECT_EQ(gguf_config_error([](auto&) {}, "qwen35moe"), "");
+  EXPECT_NE(gguf_config_error([](auto& b) { b.add_u32("qwen35.ssm.group_count", 0); }), "");
+  const std::string inner = gguf_config_error([](auto& b) { b.add_u32("qwen35.ssm.inner_size", 66); });
+  EXPECT_NE(inner.find("qwen35.ssm.inner_size 66 is not a multiple of ssm.time_step_rank 4"), std::string::npos) << inner;
+  const std::string rot = gguf_config_error([](auto& b) { b.add_u32("qwen35.rope.dimension_count", 17); });
+  EXPECT_NE(rot.find("rope.dimension_count 17"), std::string::npos) << rot;
+  const std::string scale = gguf_config_error([](auto& b) { b.add_f32("qwen35moe.expert_weights_scale", 2.0f); },
+                                              "qwen35moe");
+  EXPECT_NE(scale.find("expert_weights_scale 2 is not supported"), std::string::npos) << scale;
+  const std::string explicit_schedule =
+      gguf_config_error([](auto& b) { b.add_i32s("qwen35.attention.recurrent_layers", {1, 1, 1, 0}); });
+  EXPECT_NE(explicit_schedule.find("recurrent_layers"), std::string::npos) << explicit_schedule;
 }
 
 // The vision tower of a composite checkpoint is ignored by a named rule, not silently.
