@@ -64,8 +64,11 @@ def first_existing(*paths):
 
 @functools.lru_cache(maxsize=None)
 def gguf_summary(path):
-    """({tensor name: bytes}, (KV layers, kv heads, head dim)) of a GGUF, parsed once per file (the
-    Qwen vocabulary makes a parse take seconds; the reader itself is not kept)."""
+    """({tensor name: bytes}, (KV layers, kv heads, head dim), recurrent-state bytes per sequence)
+    of a GGUF, parsed once per file (the Qwen vocabulary makes a parse take seconds; the reader
+    itself is not kept). Hybrids (qwen35, qwen35moe) keep KV only in every
+    full_attention_interval-th layer, and per Gated DeltaNet layer an f32 state: the conv window
+    (kernel - 1) x conv channels plus value heads x key dim x value dim."""
     from gguf import GGUFReader
     reader = GGUFReader(str(path))
     fields = reader.fields
@@ -75,9 +78,19 @@ def gguf_summary(path):
         return fields[f"{arch}.{key}"].contents() if f"{arch}.{key}" in fields else default
 
     heads = get("attention.head_count")
-    kv_shape = (get("block_count"), get("attention.head_count_kv", heads),
+    layers, state = get("block_count") - get("nextn_predict_layers", 0), 0
+    kv_layers = layers
+    if get("ssm.inner_size") is not None:
+        interval = get("full_attention_interval", 4)
+        kv_layers = sum(1 for i in range(layers) if (i + 1) % interval == 0)
+        k_heads, v_heads, k_dim = get("ssm.group_count"), get("ssm.time_step_rank"), get("ssm.state_size")
+        inner = get("ssm.inner_size")
+        conv_channels = 2 * k_heads * k_dim + inner
+        per_layer = (get("ssm.conv_kernel") - 1) * conv_channels + v_heads * k_dim * (inner // v_heads)
+        state = (layers - kv_layers) * per_layer * 4
+    kv_shape = (kv_layers, get("attention.head_count_kv", heads),
                 get("attention.key_length", get("embedding_length") // heads))
-    return {t.name: int(t.n_bytes) for t in reader.tensors}, kv_shape
+    return {t.name: int(t.n_bytes) for t in reader.tensors}, kv_shape, state
 
 
 def folder_entry(folder):
@@ -165,6 +178,12 @@ def kv_bytes_per_position(model):
     else:
         layers, kv_heads, head_dim = gguf_summary(model)[1]
     return 2 * layers * kv_heads * head_dim * 4
+
+
+def state_bytes(model):
+    """A hybrid's recurrent state per sequence (f32), 0 for other models; GGUF files only (the
+    bench's hybrids are GGUF)."""
+    return 0 if model.is_dir() else gguf_summary(model)[2]
 
 
 def kv_cache_bytes(model, n_tokens):
@@ -313,7 +332,10 @@ def bench_model(entry, args, zen):
     return dict(n_prompt=n_prompt, n_prompt_llama=len(ids), zen_pf=m(zen_pf), ll_pf=m(ll_pf), zen_dec=m(zen_dec),
                 ll_dec=m(ll_dec), zen_rss=max(zen_rss), zen_peer_dec=m(zen_peer_dec) if zen_peer_dec else None,
                 kv_bytes=kv_cache_bytes(entry.zen_model, n_prompt + args.decode_tokens),
-                kv_read=kv_read_bytes_per_token(entry.zen_model, n_prompt, args.decode_tokens))
+                state_bytes=state_bytes(entry.zen_model),
+                # attention reads the KV; a decode step reads and writes the recurrent state
+                kv_read=kv_read_bytes_per_token(entry.zen_model, n_prompt, args.decode_tokens)
+                + 2 * state_bytes(entry.zen_model))
 
 
 def load_average():
@@ -369,7 +391,7 @@ NAME_WIDTH = 30
 
 def print_table(results, bandwidth):
     header = (f"{'model':{NAME_WIDTH}}{'phase':9}{'zen tok/s':>11}{'llama tok/s':>13}{'ratio':>7}"
-              f"{'MB/tok w+kv':>14}  roofline zen/llama")
+              f"{'MB/tok w+kv':>14}  roofline zen/llama  (kv: KV cache + recurrent state read and written)")
     print(header)
     print("-" * len(header))
     ratios_pf, ratios_dec = [], []
@@ -402,22 +424,23 @@ def print_table(results, bandwidth):
 
 
 def print_memory(results):
-    """zen's peak RSS per model against weight file + KV cache + 15%."""
+    """zen's peak RSS per model against weight file + KV cache + recurrent state + 15%."""
     rows = [(e, r) for e, r in results if not isinstance(r, Exception)]
     if not rows:
         return
     print()
-    header = (f"{'zen peak RSS':{NAME_WIDTH}}{'RSS MB':>9}{'weights MB':>12}{'KV MB':>8}{'budget MB':>11}"
+    header = (f"{'zen peak RSS':{NAME_WIDTH}}{'RSS MB':>9}{'weights MB':>12}{'KV+state MB':>13}{'budget MB':>11}"
               f"{'RSS/budget':>12}")
     print(header)
     print("-" * len(header))
     for entry, r in rows:
         weights = weight_file_bytes(entry.zen_model)
-        budget = (weights + r["kv_bytes"]) * (1 + RSS_MARGIN)
+        cache = r["kv_bytes"] + r.get("state_bytes", 0)
+        budget = (weights + cache) * (1 + RSS_MARGIN)
         mark = "ok" if r["zen_rss"] <= budget else "OVER"
         print(f"{entry.zen_model.name[:NAME_WIDTH - 1]:{NAME_WIDTH}}{r['zen_rss'] / 1e6:9.0f}{weights / 1e6:12.0f}"
-              f"{r['kv_bytes'] / 1e6:8.1f}{budget / 1e6:11.0f}{r['zen_rss'] / budget:11.0%}  {mark}")
-    print(f"budget = (weight file + KV cache zen allocates) x {1 + RSS_MARGIN:.2f}")
+              f"{cache / 1e6:13.1f}{budget / 1e6:11.0f}{r['zen_rss'] / budget:11.0%}  {mark}")
+    print(f"budget = (weight file + KV cache and recurrent state zen allocates) x {1 + RSS_MARGIN:.2f}")
 
 
 def print_format_summary(results):

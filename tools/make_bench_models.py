@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Random-weight models with the shapes of real Qwen3 checkpoints, for speed benchmarks.
+"""Random-weight models with the shapes of real Qwen3 / Qwen3.5 checkpoints, for speed benchmarks.
 
 The weights are random (normal, std 0.02; norms 1.0): the models produce nonsense, but every
 tensor has the real shape and type, so speed matches a real checkpoint of the same size and
@@ -11,6 +11,9 @@ vocab), written by the `gguf` package; the BF16 master is then quantized by llam
 
   models/bench/qwen3-0.6b-{bf16,q4_k_m,q8_0}.gguf
   models/bench/qwen3-1.7b-{bf16,q4_k_m,q8_0}.gguf
+  models/bench/qwen35-0.8b-{bf16,q4_k_m,q8_0}.gguf   Qwen3.5-0.8B's hybrid shape (arch "qwen35":
+      18 Gated DeltaNet + 6 gated-attention layers) with the Qwen3 vocabulary (151,936 rows, not
+      Qwen3.5's 248,320): GGUF and llama.cpp quantization only
 
 `--quants nvfp4 fp8` also writes HF checkpoint folders in NVIDIA ModelOpt's layouts from the SAME
 BF16 master (same weights; llama.cpp names mapped back to HF names), quantized here in numpy with
@@ -53,10 +56,14 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOKENIZER_DIR = pathlib.Path("/work/shared/data/tokenizers/qwen3")
 
-# Qwen3 config.json values (hidden, layers, heads, kv heads, head_dim, ffn, vocab; all tied).
+# Qwen3 config.json values (hidden, layers, heads, kv heads, head_dim, ffn, vocab; all tied), and
+# Qwen3.5-0.8B's (its Gated DeltaNet: key / value heads and head sizes, conv width, every 4th layer
+# full attention with a quarter of head_dim rotated).
 SHAPES = {
-    "0.6b": dict(hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, ffn=3072, vocab=151936),
-    "1.7b": dict(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, ffn=6144, vocab=151936),
+    "0.6b": dict(arch="qwen3", hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128, ffn=3072, vocab=151936),
+    "1.7b": dict(arch="qwen3", hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, ffn=6144, vocab=151936),
+    "0.8b": dict(arch="qwen35", hidden=1024, layers=24, heads=8, kv_heads=2, head_dim=256, ffn=3584, vocab=151936,
+                 k_heads=16, v_heads=16, k_dim=128, v_dim=128, conv=4, interval=4),
 }
 CONTEXT_LENGTH = 40960
 ROPE_THETA = 1_000_000.0
@@ -65,25 +72,44 @@ WEIGHT_STD = 0.02
 
 
 def tensor_plan(s):
-    """[(name, numpy shape [rows=out, cols=in], is_norm)] in llama.cpp's order."""
+    """[(name, numpy shape [rows=out, cols=in], kind)] in llama.cpp's order; kind: "matrix"
+    (random bf16), "norm" (ones), "conv" (random f32), "ssm_a" (-exp(A_log), negative f32)."""
     h, hd = s["hidden"], s["head_dim"]
-    plan = [("token_embd.weight", (s["vocab"], h), False)]
+    plan = [("token_embd.weight", (s["vocab"], h), "matrix")]
+    hybrid = s["arch"] == "qwen35"
     for i in range(s["layers"]):
         b = f"blk.{i}."
+        plan.append((b + "attn_norm.weight", (h,), "norm"))
+        if hybrid and (i + 1) % s["interval"] != 0:  # Gated DeltaNet
+            kd, vd, hv = s["k_heads"] * s["k_dim"], s["v_heads"] * s["v_dim"], s["v_heads"]
+            plan += [
+                (b + "attn_qkv.weight", (2 * kd + vd, h), "matrix"),
+                (b + "attn_gate.weight", (vd, h), "matrix"),
+                (b + "ssm_conv1d.weight", (2 * kd + vd, s["conv"]), "conv"),
+                (b + "ssm_dt.bias", (hv,), "norm"),
+                (b + "ssm_a", (hv,), "ssm_a"),
+                (b + "ssm_beta.weight", (hv, h), "matrix"),
+                (b + "ssm_alpha.weight", (hv, h), "matrix"),
+                (b + "ssm_norm.weight", (s["v_dim"],), "norm"),
+                (b + "ssm_out.weight", (h, vd), "matrix"),
+            ]
+        else:
+            q_rows = s["heads"] * hd * (2 if hybrid else 1)  # qwen35: query and gate per head
+            plan += [
+                (b + "attn_q.weight", (q_rows, h), "matrix"),
+                (b + "attn_k.weight", (s["kv_heads"] * hd, h), "matrix"),
+                (b + "attn_v.weight", (s["kv_heads"] * hd, h), "matrix"),
+                (b + "attn_q_norm.weight", (hd,), "norm"),
+                (b + "attn_k_norm.weight", (hd,), "norm"),
+                (b + "attn_output.weight", (h, s["heads"] * hd), "matrix"),
+            ]
         plan += [
-            (b + "attn_norm.weight", (h,), True),
-            (b + "attn_q.weight", (s["heads"] * hd, h), False),
-            (b + "attn_k.weight", (s["kv_heads"] * hd, h), False),
-            (b + "attn_v.weight", (s["kv_heads"] * hd, h), False),
-            (b + "attn_q_norm.weight", (hd,), True),
-            (b + "attn_k_norm.weight", (hd,), True),
-            (b + "attn_output.weight", (h, s["heads"] * hd), False),
-            (b + "ffn_norm.weight", (h,), True),
-            (b + "ffn_gate.weight", (s["ffn"], h), False),
-            (b + "ffn_up.weight", (s["ffn"], h), False),
-            (b + "ffn_down.weight", (h, s["ffn"]), False),
+            (b + ("post_attention_norm.weight" if hybrid else "ffn_norm.weight"), (h,), "norm"),
+            (b + "ffn_gate.weight", (s["ffn"], h), "matrix"),
+            (b + "ffn_up.weight", (s["ffn"], h), "matrix"),
+            (b + "ffn_down.weight", (h, s["ffn"]), "matrix"),
         ]
-    plan.append(("output_norm.weight", (h,), True))  # tied: no output.weight
+    plan.append(("output_norm.weight", (h,), "norm"))  # tied: no output.weight
     return plan
 
 
@@ -122,8 +148,9 @@ def random_bf16(rng, shape):
 def write_master(path, size, seed):
     import gguf
     s = SHAPES[size]
-    w = gguf.GGUFWriter(str(path), "qwen3")
-    w.add_name(f"Qwen3 {size.upper()} random-weight bench model")
+    arch = s["arch"]
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"{'Qwen3.5' if arch == 'qwen35' else 'Qwen3'} {size.upper()} random-weight bench model")
     w.add_type("model")
     w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16)
     w.add_context_length(CONTEXT_LENGTH)
@@ -136,6 +163,16 @@ def write_master(path, size, seed):
     w.add_value_length(s["head_dim"])
     w.add_rope_freq_base(ROPE_THETA)
     w.add_layer_norm_rms_eps(RMS_EPS)
+    if arch == "qwen35":  # as llama.cpp's converter writes Qwen3.5 (see tools/make_hybrid_fixtures.py)
+        rot = s["head_dim"] // 4
+        w.add_uint32("qwen35.rope.dimension_count", rot)
+        w.add_array("qwen35.rope.dimension_sections", [11, 11, 10, 0])
+        w.add_uint32("qwen35.ssm.conv_kernel", s["conv"])
+        w.add_uint32("qwen35.ssm.state_size", s["k_dim"])
+        w.add_uint32("qwen35.ssm.group_count", s["k_heads"])
+        w.add_uint32("qwen35.ssm.time_step_rank", s["v_heads"])
+        w.add_uint32("qwen35.ssm.inner_size", s["v_heads"] * s["v_dim"])
+        w.add_uint32("qwen35.full_attention_interval", s["interval"])
 
     tokens, types, merges, ids, chat_template = qwen3_vocab(s["vocab"])
     w.add_tokenizer_model("gpt2")
@@ -152,9 +189,9 @@ def write_master(path, size, seed):
 
     # Stream: declare every tensor, write the header, then generate and write one at a time.
     plan = tensor_plan(s)
-    for name, shape, is_norm in plan:
+    for name, shape, kind in plan:
         n = int(np.prod(shape))
-        if is_norm:
+        if kind != "matrix":
             w.add_tensor_info(name, shape, np.dtype(np.float32), n * 4)
         else:
             w.add_tensor_info(name, shape, np.dtype(np.uint16), n * 2, raw_dtype=gguf.GGMLQuantizationType.BF16)
@@ -162,8 +199,16 @@ def write_master(path, size, seed):
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     rng = np.random.default_rng(seed)
-    for name, shape, is_norm in plan:
-        w.write_tensor_data(np.ones(shape, np.float32) if is_norm else random_bf16(rng, shape))
+    for name, shape, kind in plan:
+        if kind == "matrix":
+            data = random_bf16(rng, shape)
+        elif kind == "conv":
+            data = (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.5)).astype(np.float32)
+        elif kind == "ssm_a":  # -exp(A_log) with A_log = log(uniform(1, 16)), as transformers initialises it
+            data = -rng.uniform(1.0, 16.0, shape).astype(np.float32)
+        else:
+            data = np.ones(shape, np.float32)
+        w.write_tensor_data(data)
     w.close()
 
 
@@ -535,27 +580,32 @@ def main():
     for size in args.sizes:
         s = SHAPES[size]
         n_params = sum(int(np.prod(shape)) for _, shape, _ in tensor_plan(s))
+        quants = args.quants
+        if s["arch"] != "qwen3" and any(q in MODELOPT_ALGOS for q in quants):
+            print(f"{size}: ModelOpt folders are written for qwen3 shapes only; skipping them", flush=True)
+            quants = [q for q in quants if q not in MODELOPT_ALGOS]
         # bf16 master + each output (bytes per master parameter; the folders add an untied lm_head), with margin
-        need = n_params * (2 + sum(BYTES_PER_PARAM[q] for q in args.quants)) * 1.1
+        need = n_params * (2 + sum(BYTES_PER_PARAM[q] for q in quants)) * 1.1
         free = shutil.disk_usage(out_dir).free
         if free < need:
             sys.exit(f"not enough disk for {size}: need ~{need / 1e9:.1f} GB, free {free / 1e9:.1f} GB")
-        master = out_dir / f"qwen3-{size}-bf16.gguf"
+        stem = f"{s['arch']}-{size}"
+        master = out_dir / f"{stem}-bf16.gguf"
         if args.force or not master.exists():
             t = time.perf_counter()
             write_master(master, size, args.seed)
             print(f"wrote {master} ({master.stat().st_size / 1e9:.2f} GB, {n_params / 1e9:.3f} B params) "
                   f"in {time.perf_counter() - t:.0f} s", flush=True)
-        for q in args.quants:
+        for q in quants:
             if q in MODELOPT_ALGOS:
-                out = out_dir / f"qwen3-{size}-{q}"
+                out = out_dir / f"{stem}-{q}"
                 if args.force or not out.exists():
                     t = time.perf_counter()
                     write_modelopt_folder(master, out, q)
                     print(f"wrote {out}/ ({dir_bytes(out) / 1e9:.2f} GB) in {time.perf_counter() - t:.0f} s",
                           flush=True)
                 continue
-            out = out_dir / f"qwen3-{size}-{q}.gguf"
+            out = out_dir / f"{stem}-{q}.gguf"
             if args.force or not out.exists():
                 t = time.perf_counter()
                 quantize(master, out, ftypes[q])
