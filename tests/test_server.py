@@ -41,6 +41,8 @@ def test_serve_flags_are_checked_before_loading():
     assert r.returncode == 1 and "--tool-call-parser must be one of {qwen3_xml, hermes, none}" in r.stderr
     r = zen("serve", "--kv-memory", "lots")
     assert r.returncode == 1 and "--kv-memory expects a size" in r.stderr
+    r = zen("serve", "--state-snapshot-memory", "-1G")
+    assert r.returncode == 1 and "--state-snapshot-memory expects a size" in r.stderr
     r = zen("serve", "--port", "70000")
     assert r.returncode == 1 and "--port must be in [0, 65535]" in r.stderr
     r = zen("serve", "--max-model-len", "10", "--context-window", "10")

@@ -235,6 +235,8 @@ int bench_command(int argc, char** argv) {
                     {"no-matrix", FlagKind::Bool, "skip the concurrency matrix", {}},
                     {"max-num-batched-tokens", FlagKind::Int, "token budget per step (default 512)", {}},
                     {"kv-memory", FlagKind::Int, "KV cache bytes (default: a quarter of the available RAM)", {}},
+                    {"state-snapshot-memory", FlagKind::Int,
+                     "hybrid models: bytes for recurrent-state snapshots of cached prefixes (default: an eighth of the available RAM, at most 64; 0 keeps none)", {}},
                     {"kv-cache-quant", FlagKind::Choice, "KV cache precision", {"auto", "f32", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"}},
                     {"threads", FlagKind::Int, "worker threads (default: all cores)", {}},
                     {"nvfp4-exact", FlagKind::Bool, "NVFP4 with f32 activations (exact, slower; default int8 per block of 32)", {}},
@@ -261,6 +263,11 @@ int bench_command(int argc, char** argv) {
   EngineOptions opts;
   opts.kv_dtype = parse_kv_cache_quant(f.str("kv-cache-quant", "auto"));
   opts.kv_memory_bytes = f.integer("kv-memory", 0);
+  if (f.has("state-snapshot-memory")) {
+    opts.state_snapshot_memory_bytes = f.integer("state-snapshot-memory", 0);
+    if (opts.state_snapshot_memory_bytes < 0) fail("--state-snapshot-memory must be >= 0");
+    if (opts.state_snapshot_memory_bytes == 0) opts.state_snapshot_slots = 0;
+  }
   opts.max_num_batched_tokens = f.integer("max-num-batched-tokens", 512);
   opts.max_num_seqs = std::max<int64_t>(64, *std::max_element(levels.begin(), levels.end()));
   opts.max_waiting = 1 << 20;

@@ -57,6 +57,8 @@ int serve_command(int argc, char** argv) {
                     {"max-num-batched-tokens", FlagKind::Int, "tokens per engine step (default 512)", {}},
                     {"max-waiting", FlagKind::Int, "queued requests beyond which new ones get 429 (default 1024)", {}},
                     {"no-prefix-cache", FlagKind::Bool, "do not reuse KV blocks of shared prompt prefixes", {}},
+                    {"state-snapshot-memory", FlagKind::String,
+                     "hybrid models: memory for recurrent-state snapshots of cached prefixes, e.g. 2G (default: an eighth of the available RAM, at most 64 snapshots; 0 keeps none)", {}},
                     {"api-key", FlagKind::String, "require 'Authorization: Bearer KEY' (default: $ZEN_API_KEY, else none)", {}},
                     {"reasoning-parser", FlagKind::Choice, "split <think> reasoning into reasoning_content (default: qwen3 when the chat template thinks)",
                      {"qwen3", "none"}},
@@ -81,6 +83,11 @@ int serve_command(int argc, char** argv) {
   eo.max_num_batched_tokens = f.integer("max-num-batched-tokens", 512);
   eo.max_waiting = f.integer("max-waiting", 1024);
   eo.prefix_cache = !f.flag("no-prefix-cache");
+  if (f.has("state-snapshot-memory")) {
+    const std::string size = f.str("state-snapshot-memory");
+    if (size == "0") eo.state_snapshot_slots = 0;
+    else eo.state_snapshot_memory_bytes = parse_byte_size("state-snapshot-memory", size);
+  }
   if (eo.context_window < 0) fail("--context-window must be positive, got ", eo.context_window);
   if (eo.max_num_seqs < 1) fail("--max-num-seqs must be at least 1, got ", eo.max_num_seqs);
   if (eo.max_num_batched_tokens < 1) fail("--max-num-batched-tokens must be at least 1, got ", eo.max_num_batched_tokens);

@@ -43,6 +43,22 @@ int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o) {
   return blocks;
 }
 
+// Snapshot slots of a hybrid model's state cache: the slot cap, further bounded by the memory
+// they may take (pages are committed only as snapshots are taken).
+int64_t snapshot_slots(const ModelConfig& cfg, const EngineOptions& o) {
+  const auto slot_bytes = static_cast<int64_t>(recurrent_state_floats(cfg) * sizeof(float));
+  if (slot_bytes == 0 || !o.prefix_cache) return 0;
+  if (o.state_snapshot_slots < 0) fail("state snapshot slots must be >= 0, got ", o.state_snapshot_slots);
+  int64_t budget = o.state_snapshot_memory_bytes;
+  if (budget < 0) fail("--state-snapshot-memory must be >= 0, got ", budget);
+  if (budget == 0) {
+    if (!(o.state_snapshot_memory_fraction >= 0 && o.state_snapshot_memory_fraction <= 1))
+      fail("the state snapshot memory fraction must be in [0, 1], got ", o.state_snapshot_memory_fraction);
+    budget = static_cast<int64_t>(static_cast<double>(available_memory_bytes()) * o.state_snapshot_memory_fraction);
+  }
+  return std::min(o.state_snapshot_slots, budget / slot_bytes);
+}
+
 // log-softmax of the raw logits, for logprobs (before penalties or temperature).
 GeneratedToken with_logprobs(const float* logits, int64_t vocab, int32_t token, int32_t top) {
   GeneratedToken g;
@@ -71,7 +87,7 @@ struct Engine::Impl {
         kv(cfg, kv_blocks(cfg, o), o.kv_dtype, o.block_size),
         blocks(kv.num_blocks(), o.block_size, o.prefix_cache),
         states(recurrent_state_floats(cfg) > 0
-                   ? std::make_unique<StateCache>(recurrent_state_floats(cfg), o.max_num_seqs, o.state_snapshot_slots)
+                   ? std::make_unique<StateCache>(recurrent_state_floats(cfg), o.max_num_seqs, snapshot_slots(cfg, o))
                    : nullptr),
         scheduler(SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, states ? kGatedDeltaNetChunk : 0}, blocks,
                   states.get()),
@@ -126,8 +142,11 @@ std::string Engine::describe() const {
     << "Packed matmul kernels: " << kernels::PackedMatrix::isa();
   if (impl_->states) {
     const StatePool& p = impl_->states->pool();
+    const int64_t snapshots = p.num_slots() - options_.max_num_seqs;
     s << "\nRecurrent state: " << p.bytes_per_slot() << " bytes per sequence, " << p.num_slots() << " slots ("
-      << options_.state_snapshot_slots << " for prefix snapshots)";
+      << snapshots << " for prefix snapshots, up to "
+      << static_cast<double>(snapshots) * static_cast<double>(p.bytes_per_slot()) / (1 << 30)
+      << " GiB)";
   }
   return s.str();
 }

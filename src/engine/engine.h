@@ -30,7 +30,13 @@ struct EngineOptions {
   int64_t max_num_batched_tokens = 512;  // tokens per forward (prefill chunks + decodes)
   int64_t max_waiting = 1024;          // queued requests beyond which add() reports QueueFull
   bool prefix_cache = true;
-  int64_t state_snapshot_slots = 64;   // hybrid models: recurrent-state snapshots for prefixes
+  // Hybrid models: recurrent-state snapshots kept for prefix reuse, at most
+  // state_snapshot_slots of them and at most state_snapshot_memory_bytes (0:
+  // state_snapshot_memory_fraction of the available RAM); a Zen6 state is 150 MB, so the memory
+  // bound is the one that usually decides. No snapshots without the prefix cache.
+  int64_t state_snapshot_slots = 64;
+  int64_t state_snapshot_memory_bytes = 0;
+  double state_snapshot_memory_fraction = 0.125;
 };
 
 struct RequestParams {

@@ -354,6 +354,31 @@ TEST_P(EngineHybrid, WarmPrefixRestoresTheStateSnapshot) {
   EXPECT_EQ(run_all(engine, {short_prompt}, params)[0].cached_prompt_tokens, 0);
 }
 
+// Snapshot memory is bounded: a budget of one state keeps one snapshot (the newest, at the last
+// 64-token boundary, which is what a repeated prompt needs); none keeps none, and a repeated
+// prompt is then recomputed, with the same tokens.
+TEST_P(EngineHybrid, SnapshotMemoryBoundsTheSnapshots) {
+  const auto prompts = random_prompts(1, 150, 150, vocab_, 14);
+  const int64_t slot_bytes = recurrent_state_floats(model_->config()) * static_cast<int64_t>(sizeof(float));
+  EngineOptions one = options();
+  one.state_snapshot_memory_bytes = slot_bytes + slot_bytes / 2;
+  Engine engine(*model_, one);
+  EXPECT_NE(engine.describe().find("(1 for prefix snapshots"), std::string::npos) << engine.describe();
+  const auto cold = run_all(engine, prompts, greedy(5));
+  const auto warm = run_all(engine, prompts, greedy(5));
+  EXPECT_EQ(warm[0].cached_prompt_tokens, 128);
+  EXPECT_EQ(warm[0].tokens, cold[0].tokens);
+
+  EngineOptions none = options();
+  none.state_snapshot_slots = 0;
+  Engine without(*model_, none);
+  EXPECT_NE(without.describe().find("(0 for prefix snapshots"), std::string::npos) << without.describe();
+  run_all(without, prompts, greedy(5));
+  const auto again = run_all(without, prompts, greedy(5));
+  EXPECT_EQ(again[0].cached_prompt_tokens, 0);
+  EXPECT_EQ(again[0].tokens, cold[0].tokens);
+}
+
 TEST_P(EngineHybrid, PreemptionUnderATinyPoolCompletesEveryRequest) {
   const auto prompts = random_prompts(6, 40, 70, vocab_, 13);
   Engine roomy(*model_, options());
