@@ -108,6 +108,11 @@ VARIANTS = [
     Variant("qwen3_5_tied_f32", "qwen3_5_text",
             {"full_attention_interval": 4, "linear_value_head_dim": 16, "tie_word_embeddings": True}, seed=511,
             mtp=True),
+    # Source of the qwen3next GGUF fixture: Qwen3-Next with experts in every layer (llama.cpp's
+    # qwen3next has no dense layers), Dk == Dv, tied embeddings.
+    Variant("qwen3_next_tied_f32", "qwen3_next",
+            {"num_experts": 4, "mlp_only_layers": [], "full_attention_interval": 4, "linear_value_head_dim": 16,
+             "tie_word_embeddings": True}, seed=611),
     # Source of the qwen35moe GGUF fixture: Qwen3.5-MoE with Dk == Dv and tied embeddings.
     Variant("qwen3_5_moe_tied_f32", "qwen3_5_moe_text",
             {"num_experts": 4, "linear_value_head_dim": 16, "tie_word_embeddings": True}, seed=711),
@@ -277,7 +282,7 @@ def make_variant(variant, out_dir):
 
 
 GGUF_FROM = "qwen3_5_tied_f32"  # also the source of the Q8_0 GGUF
-GGUF_SOURCES = (GGUF_FROM, "qwen3_5_moe_tied_f32")
+GGUF_SOURCES = (GGUF_FROM, "qwen3_5_moe_tied_f32", "qwen3_next_tied_f32")
 LLAMA_CPP_MAX_REL_ERR = 1e-3  # llama.cpp computes in f32 with an f16 KV cache
 # With Q8_0 weights llama.cpp's AVX2 activation quantization (x * (127 / amax), rounded to
 # nearest even) differs in the last bit and on halves from its reference C (x * (1 / d), roundf),
@@ -286,11 +291,12 @@ LLAMA_CPP_MAX_REL_ERR = 1e-3  # llama.cpp computes in f32 with an f16 KV cache
 LLAMA_CPP_Q8_0_MAX_REL_ERR = 2e-2
 
 
-def write_gguf(folder, path, q8_0=False):
+def write_gguf(folder, path, q8_0=False, legacy_ssm_in=False):
     """llama.cpp's qwen35 GGUF of the HF checkpoint in `folder`: f32 tensors, or (q8_0) every
     matrix whose rows are whole Q8_0 blocks quantized by gguf-py, as in llama.cpp's Q8_0 files.
     Returns the file size and {HF weight name: that matrix as stored, dequantized, in HF's
-    layout} for the matrices."""
+    layout} for the matrices. legacy_ssm_in: Qwen3-Next's qkvz kept fused as ssm_in, as older
+    converters wrote it (llama.cpp still reads it)."""
     import gguf
     from safetensors.torch import load_file
     config = transformers.AutoConfig.from_pretrained(folder)
@@ -316,7 +322,11 @@ def write_gguf(folder, path, q8_0=False):
     assert config.layer_types == ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
                                   for i in range(config.num_hidden_layers)]
     E = getattr(config, "num_experts", 0) or 0
-    a = "qwen35moe" if E else "qwen35"
+    next_ = config.model_type == "qwen3_next"  # llama.cpp's qwen3next: value heads stay grouped
+    a = "qwen3next" if next_ else "qwen35moe" if E else "qwen35"
+    if next_:
+        assert E and not config.mlp_only_layers, "llama.cpp's qwen3next has experts in every layer"
+        tiled = untiled = lambda t, dim, head: t  # noqa: E731
     w = gguf.GGUFWriter(path, a)
     if E:
         for key, value in (("expert_count", E), ("expert_used_count", config.num_experts_per_tok),
@@ -339,7 +349,8 @@ def write_gguf(folder, path, q8_0=False):
         w.add_uint32(f"{a}.nextn_predict_layers", 1)
     w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", config.rms_norm_eps)
     w.add_float32(f"{a}.rope.freq_base", config.rope_parameters["rope_theta"])
-    w.add_array(f"{a}.rope.dimension_sections", [rot // 4, rot // 4, rot // 2 - 2 * (rot // 4), 0])
+    if not next_:  # Qwen3.5's MRoPE (text positions are equal in every section)
+        w.add_array(f"{a}.rope.dimension_sections", [rot // 4, rot // 4, rot // 2 - 2 * (rot // 4), 0])
     w.add_tokenizer_model("gpt2")
     w.add_token_list([f"<t{i}>" for i in range(config.vocab_size)])
     w.add_token_merges(["<t3> <t4>"])  # llama.cpp's BPE vocabulary needs at least one merge
@@ -388,7 +399,24 @@ def write_gguf(folder, path, q8_0=False):
         if kind == "full_attention":
             continue
         q, kd = p + "linear_attn.", Hk * Dk
-        qkv, conv = sd[q + "in_proj_qkv.weight"], sd[q + "conv1d.weight"].squeeze(1)
+        conv = sd[q + "conv1d.weight"].squeeze(1)
+        if next_ and legacy_ssm_in:
+            put(b + "ssm_in.weight", sd[q + "in_proj_qkvz.weight"])
+        elif next_:  # the converter splits the per-key-head [q k v z] rows into attn_qkv and attn_gate
+            qkvz = sd[q + "in_proj_qkvz.weight"].reshape(Hk, 2 * Dk + 2 * r * Dv, -1)
+            parts = torch.split(qkvz, [Dk, Dk, r * Dv, r * Dv], dim=1)
+            flat = [x.reshape(-1, x.shape[-1]) for x in parts]
+            put(b + "attn_qkv.weight", torch.cat(flat[:3]))
+            put(b + "attn_gate.weight", flat[3])
+        if next_:
+            put(b + "ssm_ba.weight", sd[q + "in_proj_ba.weight"])
+            put(b + "ssm_out.weight", sd[q + "out_proj.weight"])
+            put(b + "ssm_a", -torch.exp(sd[q + "A_log"]))
+            put(b + "ssm_dt.bias", sd[q + "dt_bias"])
+            put(b + "ssm_conv1d.weight", conv)
+            put(b + "ssm_norm.weight", sd[q + "norm.weight"])
+            continue
+        qkv = sd[q + "in_proj_qkv.weight"]
         back = put(b + "attn_qkv.weight", torch.cat([qkv[:2 * kd], tiled(qkv[2 * kd:], 0, Dv)]))
         stored[q + "in_proj_qkv.weight"] = torch.cat([back[:2 * kd], untiled(back[2 * kd:], 0, Dv)])
         for src, dst, head in (("in_proj_z", "attn_gate", Dv), ("in_proj_b", "ssm_beta", 1), ("in_proj_a", "ssm_alpha", 1)):
@@ -466,6 +494,12 @@ def make_gguf_fixtures(out_dir):
         rel = check_with_llama_cpp(folder + ".gguf", folder + ".reference.safetensors")
         total += size
         print(f"{source}.gguf {size} bytes; llama.cpp's logits within {rel:.2e} of max|logit|")
+    # Qwen3-Next with its qkvz fused (ssm_in), as older converters wrote it; the same reference.
+    folder = os.path.join(out_dir, "qwen3_next_tied_f32")
+    size, _ = write_gguf(folder, folder + ".ssm_in.gguf", legacy_ssm_in=True)
+    rel = check_with_llama_cpp(folder + ".ssm_in.gguf", folder + ".reference.safetensors")
+    total += size
+    print(f"qwen3_next_tied_f32.ssm_in.gguf {size} bytes; llama.cpp's logits within {rel:.2e} of max|logit|")
     folder = os.path.join(out_dir, GGUF_FROM)
     name = "qwen3_5_tied_q8_0"
     path = os.path.join(out_dir, name + ".gguf")

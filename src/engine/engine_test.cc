@@ -395,7 +395,8 @@ TEST_P(EngineHybrid, PreemptionUnderATinyPoolCompletesEveryRequest) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineHybrid,
                          ::testing::Values("models/qwen3_5_text_f32", "models/qwen3_next_f32", "fpquant/qwen3_5_mixed",
-                                           "models/qwen3_5_tied_q8_0.gguf", "models/qwen3_5_moe_tied_f32.gguf"),
+                                           "models/qwen3_5_tied_q8_0.gguf", "models/qwen3_5_moe_tied_f32.gguf",
+                                           "models/qwen3_next_tied_f32.gguf"),
                          [](const auto& info) {
                            std::string name = fs::path(info.param).filename().string();
                            std::replace(name.begin(), name.end(), '.', '_');

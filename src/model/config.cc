@@ -111,19 +111,21 @@ bool is_hybrid_architecture(const std::string& a) {
   return a == "qwen3_5" || a == "qwen3_5_moe" || a == "qwen3_next";
 }
 
-// llama.cpp's qwen35 / qwen35moe (Qwen3.5 text decoders) metadata, as its converter writes it.
-// Text positions are equal in every MRoPE section, so the sections do not change the rotation.
+// llama.cpp's qwen35 / qwen35moe (Qwen3.5 text decoders) and qwen3next metadata, as its
+// converter writes it. Qwen3.5's text positions are equal in every MRoPE section, so the
+// sections do not change the rotation.
 void read_gguf_hybrid(const GgufFile& g, const std::string& a, ModelConfig& c) {
   auto need = [&](const std::string& key) {
     auto v = g.get_int(a + "." + key);
     if (!v) fail(g.path(), ": GGUF metadata lacks '", a, ".", key, "'");
     return *v;
   };
-  c.architecture = a == "qwen35moe" ? "qwen3_5_moe" : "qwen3_5";
+  c.architecture = a == "qwen35moe" ? "qwen3_5_moe" : a == "qwen3next" ? "qwen3_next" : "qwen3_5";
   c.zero_centered_norm = true;
   c.attn_output_gate = true;
   c.gguf_hybrid_layout = true;
-  c.linear_fused_projections = false;
+  c.linear_v_heads_tiled = a != "qwen3next";  // the converter reorders Qwen3.5's value heads only
+  c.linear_fused_projections = a == "qwen3next";  // ba fused (qkvz split or not: bind_gdn looks)
   c.linear_num_key_heads = need("ssm.group_count");
   c.linear_num_value_heads = need("ssm.time_step_rank");
   c.linear_key_head_dim = need("ssm.state_size");
@@ -137,13 +139,15 @@ void read_gguf_hybrid(const GgufFile& g, const std::string& a, ModelConfig& c) {
   c.nextn_layers = g.get_int(a + ".nextn_predict_layers").value_or(0);
   if (g.find(a + ".attention.recurrent_layers") != nullptr)
     fail(g.path(), ": ", a, ".attention.recurrent_layers (an explicit layer schedule) is not supported yet");
-  if (a == "qwen35moe") {
-    // Every layer sparse, top-k renormalised (Qwen3_5MoeDecoderLayer), with the shared expert.
+  if (a == "qwen35moe" || a == "qwen3next") {
+    // Every layer sparse (llama.cpp builds no dense MLP for these), top-k renormalised unless
+    // expert_weights_norm says otherwise, with the shared expert.
     c.num_experts = need("expert_count");
     c.num_experts_per_tok = need("expert_used_count");
     c.moe_intermediate_size = need("expert_feed_forward_length");
     c.shared_expert_intermediate_size = g.get_int(a + ".expert_shared_feed_forward_length").value_or(0);
     c.norm_topk_prob = true;
+    if (a == "qwen3next") c.norm_topk_prob = g.get_bool(a + ".expert_weights_norm").value_or(true);
     c.decoder_sparse_step = 1;
     if (auto scale = g.get_float(a + ".expert_weights_scale"); scale && *scale != 1.0)
       fail(g.path(), ": ", a, ".expert_weights_scale ", *scale, " is not supported (Qwen3.5-MoE has none)");
@@ -255,10 +259,11 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   ModelConfig c;
   c.architecture = g.get_string("general.architecture").value_or("");
   const std::string a = c.architecture;  // GGUF's name (metadata key prefix)
-  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "qwen35" && a != "qwen35moe")
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "qwen35" && a != "qwen35moe" &&
+      a != "qwen3next")
     fail(g.path(), ": GGUF architecture '", a,
-         "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe)");
-  const bool qwen35 = a == "qwen35" || a == "qwen35moe";
+         "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next)");
+  const bool qwen35 = a == "qwen35" || a == "qwen35moe" || a == "qwen3next";  // the hybrids
   auto need_int = [&](const std::string& key) {
     auto v = g.get_int(a + "." + key);
     if (!v) fail(g.path(), ": GGUF metadata lacks '", a, ".", key, "'");
@@ -274,7 +279,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     c.moe_intermediate_size = need_int("expert_feed_forward_length");
     c.norm_topk_prob = true;
   }
-  c.intermediate_size = a == "qwen3moe" || a == "qwen35moe"
+  c.intermediate_size = a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next"
                             ? g.get_int(a + ".feed_forward_length").value_or(c.moe_intermediate_size)
                             : need_int("feed_forward_length");
   c.num_layers = need_int("block_count") - c.nextn_layers;

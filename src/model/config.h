@@ -58,10 +58,12 @@ struct ModelConfig {
   // Qwen3-Next stores the GDN input projections fused and grouped per key head
   // (in_proj_qkvz, in_proj_ba); Qwen3.5 stores in_proj_qkv / in_proj_z / in_proj_b / in_proj_a.
   bool linear_fused_projections = false;
-  // GGUF (llama.cpp's converter): value heads stored tiled ([r][Hk] order: value head h uses
-  // key head h % Hk) rather than grouped by key head (h / r); zero-centred gains stored with
-  // the 1 folded in (so applied as they are); A_log stored as -exp(A_log).
+  // GGUF (llama.cpp's converter): llama.cpp's tensor names, zero-centred gains stored with
+  // the 1 folded in (so applied as they are), A_log stored as -exp(A_log).
   bool gguf_hybrid_layout = false;
+  // qwen35 / qwen35moe GGUF: value heads stored tiled ([r][Hk] order: value head h uses key head
+  // h % Hk) rather than grouped by key head (h / r, HF and qwen3next GGUF).
+  bool linear_v_heads_tiled = false;
   int64_t nextn_layers = 0;  // GGUF: MTP ("nextn") blocks appended after num_layers (not run)
   // Where the decoder's tensors live: "model." (text-only checkpoints) or
   // "model.language_model." (Qwen3.5 composite checkpoints with a vision tower).

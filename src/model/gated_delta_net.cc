@@ -21,7 +21,7 @@ GdnShape GdnShape::from_config(const ModelConfig& cfg) {
   s.v_head_dim = cfg.linear_value_head_dim;
   s.conv_kernel = cfg.linear_conv_kernel_dim;
   s.eps = static_cast<float>(cfg.rms_norm_eps);
-  s.v_heads_tiled = cfg.gguf_hybrid_layout;
+  s.v_heads_tiled = cfg.linear_v_heads_tiled;
   return s;
 }
 
@@ -310,8 +310,18 @@ GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s,
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     return Linear::bind(c, prefix + name, {rows, cols}, quant);
   };
-  if (fused) {
-    ZEN_CHECK(!gguf, "GGUF Gated DeltaNet layers use the separate projections");
+  if (fused && gguf) {
+    // llama.cpp's qwen3next: ba stays fused (ssm_ba); qkvz is split into attn_qkv (q heads | k
+    // heads | v heads, grouped) and attn_gate by its converter, or kept fused as ssm_in by older ones.
+    w.in_ba = matrix("ssm_ba.weight", 2 * Hv, H);
+    if (c.has(prefix + "ssm_in.weight")) {
+      w.in_qkvz = matrix("ssm_in.weight", 2 * s.key_dim() + 2 * s.value_dim(), H);
+    } else {
+      w.fused = false;
+      w.in_qkv = matrix("attn_qkv.weight", C, H);
+      w.in_z = matrix("attn_gate.weight", s.value_dim(), H);
+    }
+  } else if (fused) {
     w.in_qkvz = matrix("in_proj_qkvz.weight", 2 * s.key_dim() + 2 * s.value_dim(), H);
     w.in_ba = matrix("in_proj_ba.weight", 2 * Hv, H);
   } else {
@@ -348,13 +358,12 @@ void grow(Vector& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
-// Splits the fused projections of Qwen3-Next into the Qwen3.5 layout:
-// qkvz [n, Hk * (2Dk + 2rDv)] -> mixed [n, conv_dim] (q heads | k heads | v heads), z [n, Hv*Dv];
-// ba [n, Hk * 2r] -> b, a [n, Hv].
-void unfuse(const GdnShape& s, int64_t n, GdnScratch& sc) {
+// Splits Qwen3-Next's fused qkvz projection into the Qwen3.5 layout:
+// qkvz [n, Hk * (2Dk + 2rDv)] -> mixed [n, conv_dim] (q heads | k heads | v heads), z [n, Hv*Dv].
+void unfuse_qkvz(const GdnShape& s, int64_t n, GdnScratch& sc) {
   const int64_t Hk = s.num_k_heads, Dk = s.k_head_dim, Dv = s.v_head_dim, r = s.group();
   const int64_t group_width = 2 * Dk + 2 * r * Dv, qkvz = Hk * group_width, C = s.conv_dim();
-  const int64_t key_dim = s.key_dim(), value_dim = s.value_dim(), Hv = s.num_v_heads;
+  const int64_t key_dim = s.key_dim(), value_dim = s.value_dim();
   const auto fsz = sizeof(float);
   for (int64_t t = 0; t < n; ++t) {
     const float* src = &sc.proj[t * qkvz];
@@ -367,6 +376,14 @@ void unfuse(const GdnShape& s, int64_t n, GdnScratch& sc) {
       std::memcpy(mixed + 2 * key_dim + g * r * Dv, grp + 2 * Dk, r * Dv * fsz);
       std::memcpy(z + g * r * Dv, grp + 2 * Dk + r * Dv, r * Dv * fsz);
     }
+  }
+}
+
+// And its fused ba projection: ba [n, Hk * 2r] (per key head: its r b's, then its r a's) -> b, a [n, Hv].
+void unfuse_ba(const GdnShape& s, int64_t n, GdnScratch& sc) {
+  const int64_t Hk = s.num_k_heads, r = s.group(), Hv = s.num_v_heads;
+  const auto fsz = sizeof(float);
+  for (int64_t t = 0; t < n; ++t) {
     const float* ba = &sc.ba[t * 2 * Hv];
     for (int64_t g = 0; g < Hk; ++g) {
       std::memcpy(&sc.b[t * Hv + g * r], ba + g * 2 * r, r * fsz);
@@ -407,13 +424,17 @@ void gdn_forward(const GdnWeights& w, const GdnShape& s, int64_t state_offset, c
   grow(sc.core, N * VD);
   if (w.fused) {
     grow(sc.proj, N * static_cast<size_t>(2 * KD + 2 * VD));
-    grow(sc.ba, N * 2 * Hv);
     w.in_qkvz.matmul(xn, n, sc.proj.data(), pool);
-    w.in_ba.matmul(xn, n, sc.ba.data(), pool);
-    unfuse(s, n, sc);
+    unfuse_qkvz(s, n, sc);
   } else {
     w.in_qkv.matmul(xn, n, sc.mixed.data(), pool);
     w.in_z.matmul(xn, n, sc.z.data(), pool);
+  }
+  if (w.in_ba.valid()) {  // Qwen3-Next, whether or not its qkvz is split (GGUF splits it)
+    grow(sc.ba, N * 2 * Hv);
+    w.in_ba.matmul(xn, n, sc.ba.data(), pool);
+    unfuse_ba(s, n, sc);
+  } else {
     w.in_b.matmul(xn, n, sc.b.data(), pool);
     w.in_a.matmul(xn, n, sc.a.data(), pool);
   }

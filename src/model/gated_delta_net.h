@@ -106,7 +106,7 @@ struct GdnWeights {
   // Qwen3-Next (fused, grouped per key head g: [q_g (Dk) | k_g (Dk) | v_g (r*Dv) | z_g (r*Dv)]
   // and [b_g (r) | a_g (r)], r = Hv/Hk):
   Linear in_qkvz;  // [2*Hk*Dk + 2*Hv*Dv, H]
-  Linear in_ba;    // [2*Hv, H]
+  Linear in_ba;    // [2*Hv, H] (also with GGUF's split qkvz: llama.cpp keeps ba fused)
   // Qwen3.5 (separate):
   Linear in_qkv;  // [conv_dim, H]: q heads, k heads, v heads
   Linear in_z;    // [Hv*Dv, H]

@@ -29,13 +29,15 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models";
-// <name>.gguf is checkpoint <name> in llama.cpp's qwen35 / qwen35moe GGUF layout (value heads
-// in tiled order, folded gains), checked against llama.cpp by the fixture script; it shares the
-// folder's reference. qwen3_5_tied_q8_0.gguf (Q8_0 matrices) has its own.
+// <name>.gguf is checkpoint <name> in llama.cpp's qwen35 / qwen35moe / qwen3next GGUF layout
+// (folded gains; Qwen3.5's value heads in tiled order; Qwen3-Next's qkvz split, ba fused),
+// checked against llama.cpp by the fixture script; it shares the folder's reference (so does
+// <name>.ssm_in.gguf, Qwen3-Next with qkvz fused as older converters wrote it). qwen3_5_tied_q8_0.gguf (Q8_0 matrices) has its own.
 const std::vector<std::string> kHybridFixtures = {
     "qwen3_5_text_f32",      "qwen3_5_vl_bf16",        "qwen3_next_f32",       "qwen3_next_moe_bf16",
     "qwen3_5_moe_bf16",      "qwen3_5_tied_f32",       "qwen3_5_tied_f32.gguf", "qwen3_5_tied_q8_0.gguf",
-    "qwen3_5_moe_tied_f32",  "qwen3_5_moe_tied_f32.gguf"};
+    "qwen3_5_moe_tied_f32",  "qwen3_5_moe_tied_f32.gguf", "qwen3_next_tied_f32", "qwen3_next_tied_f32.gguf",
+    "qwen3_next_tied_f32.ssm_in.gguf"};
 
 struct Reference {
   std::vector<int32_t> prompt;
@@ -56,7 +58,7 @@ std::vector<T> tensor_copy(const SafetensorsFile& f, const std::string& name) {
 }
 
 Reference read_reference(std::string name) {
-  if (name.ends_with(".gguf")) name.resize(name.size() - 5);  // a GGUF shares its source's reference
+  if (name.ends_with(".gguf")) name.resize(name.find('.'));  // a GGUF shares its source's reference
   SafetensorsFile f((kFixtures / (name + ".reference.safetensors")).string());
   return {tensor_copy<int32_t>(f, "prompt"), tensor_copy<float>(f, "logits"), tensor_copy<int32_t>(f, "greedy")};
 }
