@@ -21,8 +21,9 @@ left out of quantized_layers. Its reference holds the dequantized weights, as th
 and also "logits_int8_act" F32 [T, V]: the same model with the NVFP4 layers' inputs rounded
 as the engine's default NVFP4 path rounds them (llama.cpp's quantize_row_q8_0 per block of
 32: d = amax / 127 stored as f16, q = roundf(x / d)), so that path is checked tightly too.
-Plus tests/fixtures/models/qwen3_5_tied_f32.gguf: that variant's checkpoint in llama.cpp's
-qwen35 GGUF layout, written here following its converter's rules (value heads reordered from
+Plus GGUF fixtures (tests/fixtures/models/<source>.gguf beside <source>.reference.safetensors;
+the sources' safetensors folders are built, converted and removed): qwen3_5_tied_f32.gguf,
+that variant's checkpoint in llama.cpp's qwen35 GGUF layout, written here following its converter's rules (value heads reordered from
 grouped to tiled order, the 1 of zero-centred gains folded in, A_log stored as -exp(A_log),
 dt_bias as ssm_dt.bias, the conv kernel squeezed) and checked by running llama.cpp itself
 (llama-cpp-python) on the prompt: its logits must agree with transformers' (llama.cpp asks for
@@ -484,22 +485,32 @@ def check_with_llama_cpp(path, ref_path, max_rel_err=LLAMA_CPP_MAX_REL_ERR):
     return rel
 
 
-def make_gguf_fixtures(out_dir):
-    """<name>.gguf for each of GGUF_SOURCES (f32, sharing the folder's reference) and
-    qwen3_5_tied_q8_0.gguf with its own reference; all checked against llama.cpp."""
+def make_gguf_fixtures(out_dir, sources):
+    """<name>.gguf for each GGUF source built in this run (f32, sharing its reference), the
+    ssm_in variant of Qwen3-Next and qwen3_5_tied_q8_0.gguf with its own reference; all checked
+    against llama.cpp. The sources' safetensors folders are only their inputs: they are removed
+    afterwards (the safetensors paths are covered by the other fixtures)."""
     total = 0
-    for source in GGUF_SOURCES:
+    for source in sources:
         folder = os.path.join(out_dir, source)
         size, _ = write_gguf(folder, folder + ".gguf")
         rel = check_with_llama_cpp(folder + ".gguf", folder + ".reference.safetensors")
-        total += size
+        total += size + os.path.getsize(folder + ".reference.safetensors")
         print(f"{source}.gguf {size} bytes; llama.cpp's logits within {rel:.2e} of max|logit|")
-    # Qwen3-Next with its qkvz fused (ssm_in), as older converters wrote it; the same reference.
-    folder = os.path.join(out_dir, "qwen3_next_tied_f32")
-    size, _ = write_gguf(folder, folder + ".ssm_in.gguf", legacy_ssm_in=True)
-    rel = check_with_llama_cpp(folder + ".ssm_in.gguf", folder + ".reference.safetensors")
-    total += size
-    print(f"qwen3_next_tied_f32.ssm_in.gguf {size} bytes; llama.cpp's logits within {rel:.2e} of max|logit|")
+    if "qwen3_next_tied_f32" in sources:  # its qkvz fused (ssm_in), as older converters wrote it
+        folder = os.path.join(out_dir, "qwen3_next_tied_f32")
+        size, _ = write_gguf(folder, folder + ".ssm_in.gguf", legacy_ssm_in=True)
+        rel = check_with_llama_cpp(folder + ".ssm_in.gguf", folder + ".reference.safetensors")
+        total += size
+        print(f"qwen3_next_tied_f32.ssm_in.gguf {size} bytes; llama.cpp's logits within {rel:.2e} of max|logit|")
+    if GGUF_FROM in sources:
+        total += make_q8_0_gguf(out_dir)
+    for source in sources:
+        shutil.rmtree(os.path.join(out_dir, source))
+    return total
+
+
+def make_q8_0_gguf(out_dir):
     folder = os.path.join(out_dir, GGUF_FROM)
     name = "qwen3_5_tied_q8_0"
     path = os.path.join(out_dir, name + ".gguf")
@@ -518,9 +529,8 @@ def make_gguf_fixtures(out_dir):
               metadata={"generator": f"tools/make_hybrid_fixtures.py q8_0 of {GGUF_FROM} "
                                      f"transformers={transformers.__version__} torch={torch.__version__}"})
     rel = check_with_llama_cpp(path, ref, LLAMA_CPP_Q8_0_MAX_REL_ERR)
-    total += size + os.path.getsize(ref)
     print(f"{name}.gguf {size} bytes, margin {margin:.3f}; llama.cpp's logits within {rel:.2e} of max|logit|")
-    return total
+    return size + os.path.getsize(ref)
 
 
 FPQUANT_NAME = "qwen3_5_mixed"
@@ -635,12 +645,15 @@ def main():
           f"{time.time() - start:.1f} s")
     total = 0
     for r in rows:
+        if r["name"] in GGUF_SOURCES:  # counted with its GGUF below
+            continue
         size = base.dir_bytes(r["folder"]) + os.path.getsize(r["ref"])
         total += size
         print(f"{r['name']:20} seed {r['seed']:5} vocab {r['vocab']:4} max|logit| "
               f"{r['max_logit']:8.3f} margin {r['margin']:6.3f} bytes {size}")
-    if not args.only or any(source in args.only for source in GGUF_SOURCES):
-        total += make_gguf_fixtures(out_dir)
+    sources = [r["name"] for r in rows if r["name"] in GGUF_SOURCES]
+    if sources:
+        total += make_gguf_fixtures(out_dir, sources)
     if not args.no_fpquant and (not args.only or FPQUANT_NAME in args.only):
         total += make_fpquant_variant(os.path.normpath(args.fpquant_out))
     print(f"total {total} bytes")

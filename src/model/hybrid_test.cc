@@ -29,15 +29,15 @@ namespace {
 
 namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models";
-// <name>.gguf is checkpoint <name> in llama.cpp's qwen35 / qwen35moe / qwen3next GGUF layout
-// (folded gains; Qwen3.5's value heads in tiled order; Qwen3-Next's qkvz split, ba fused),
-// checked against llama.cpp by the fixture script; it shares the folder's reference (so does
-// <name>.ssm_in.gguf, Qwen3-Next with qkvz fused as older converters wrote it). qwen3_5_tied_q8_0.gguf (Q8_0 matrices) has its own.
+// <name>.gguf: llama.cpp's qwen35 / qwen35moe / qwen3next GGUF layout (folded gains; Qwen3.5's
+// value heads in tiled order; Qwen3-Next's qkvz split, ba fused) of a checkpoint the fixture
+// script builds, checks against llama.cpp and removes; <name>.reference.safetensors is that
+// checkpoint's transformers reference (<name>.ssm_in.gguf, Qwen3-Next with qkvz fused as older
+// converters wrote it, shares it). qwen3_5_tied_q8_0.gguf (Q8_0 matrices) has its own.
 const std::vector<std::string> kHybridFixtures = {
-    "qwen3_5_text_f32",      "qwen3_5_vl_bf16",        "qwen3_next_f32",       "qwen3_next_moe_bf16",
-    "qwen3_5_moe_bf16",      "qwen3_5_tied_f32",       "qwen3_5_tied_f32.gguf", "qwen3_5_tied_q8_0.gguf",
-    "qwen3_5_moe_tied_f32",  "qwen3_5_moe_tied_f32.gguf", "qwen3_next_tied_f32", "qwen3_next_tied_f32.gguf",
-    "qwen3_next_tied_f32.ssm_in.gguf"};
+    "qwen3_5_text_f32",       "qwen3_5_vl_bf16",          "qwen3_next_f32",           "qwen3_next_moe_bf16",
+    "qwen3_5_moe_bf16",       "qwen3_5_tied_f32.gguf",    "qwen3_5_tied_q8_0.gguf",   "qwen3_5_moe_tied_f32.gguf",
+    "qwen3_next_tied_f32.gguf", "qwen3_next_tied_f32.ssm_in.gguf"};
 
 struct Reference {
   std::vector<int32_t> prompt;
@@ -482,7 +482,7 @@ TEST_P(HybridMtpLogits, MatchReference) {
   EXPECT_LE(max_diff(pieces, mtp), 1e-5f * scale);
 }
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridMtpLogits,
-                         ::testing::Values("qwen3_5_text_f32", "qwen3_5_tied_f32", "qwen3_5_tied_f32.gguf"), fixture_name);
+                         ::testing::Values("qwen3_5_text_f32", "qwen3_5_tied_f32.gguf"), fixture_name);
 
 TEST(HybridMtp, GgufWithoutNextnHasNoHead) {
   auto model = load_hybrid("qwen3_5_tied_q8_0.gguf");
