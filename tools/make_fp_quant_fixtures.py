@@ -271,11 +271,9 @@ def make_variant(name, out_dir):
 
     folder = os.path.join(out_dir, name)
     write_checkpoint(folder, name, model, stored, algos)
-    save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
-               "greedy": torch.tensor(tokens, dtype=torch.int32)},
-              os.path.join(out_dir, name + ".reference.safetensors"),
-              metadata={"generator": f"tools/make_fp_quant_fixtures.py seed={seed} "
-                                     f"modelopt={modelopt.__version__} torch={torch.__version__}"})
+    mmf.write_reference(os.path.join(out_dir, name + ".reference.safetensors"), prompt, logits, tokens,
+                        f"tools/make_fp_quant_fixtures.py seed={seed} modelopt={modelopt.__version__} "
+                        f"torch={torch.__version__}")
     return seed, margin, float(logits.abs().max()), mmf.dir_bytes(folder)
 
 

@@ -36,7 +36,6 @@ Run: .venv-tools/bin/python tools/make_hybrid_fixtures.py [--out tests/fixtures/
 """
 import argparse
 import dataclasses
-import math
 import os
 import shutil
 import sys
@@ -267,17 +266,10 @@ def make_variant(variant, out_dir):
         sys.exit(f"{variant.name}: no seed gives a greedy margin >= {MIN_GREEDY_MARGIN}")
     base.check_greedy_without_cache(model, prompt, tokens)
     logits = base.full_logits(model, prompt)
-    tensors = {
-        "prompt": torch.from_numpy(prompt.astype(np.int32)),
-        "logits": logits.contiguous(),
-        "greedy": torch.tensor(tokens, dtype=torch.int32),
-    }
-    if variant.mtp:
-        tensors["mtp_logits"] = mtp_logits(model, folder, prompt).contiguous()
+    extra = {"mtp_logits": mtp_logits(model, folder, prompt)} if variant.mtp else {}
     ref_path = os.path.join(out_dir, variant.name + ".reference.safetensors")
-    save_file(tensors, ref_path, metadata={"generator": (
-        f"tools/make_hybrid_fixtures.py seed={seed} transformers={transformers.__version__} "
-        f"torch={torch.__version__}")})
+    base.write_reference(ref_path, prompt, logits, tokens, f"tools/make_hybrid_fixtures.py seed={seed} "
+                         f"transformers={transformers.__version__} torch={torch.__version__}", **extra)
     return dict(name=variant.name, seed=seed, vocab=vocab, margin=margin,
                 max_logit=float(logits.abs().max()), folder=folder, ref=ref_path)
 
@@ -327,7 +319,6 @@ def write_gguf(folder, path, q8_0=False, legacy_ssm_in=False):
     a = "qwen3next" if next_ else "qwen35moe" if E else "qwen35"
     if next_:
         assert E and not config.mlp_only_layers, "llama.cpp's qwen3next has experts in every layer"
-        tiled = untiled = lambda t, dim, head: t  # noqa: E731
     w = gguf.GGUFWriter(path, a)
     if E:
         for key, value in (("expert_count", E), ("expert_used_count", config.num_experts_per_tok),
@@ -524,10 +515,8 @@ def make_q8_0_gguf(out_dir):
     if margin < MIN_GREEDY_MARGIN / 5:
         sys.exit(f"{name}: greedy margin {margin:.4f} below {MIN_GREEDY_MARGIN / 5}")
     ref = os.path.join(out_dir, name + ".reference.safetensors")
-    save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
-               "greedy": torch.tensor(tokens, dtype=torch.int32)}, ref,
-              metadata={"generator": f"tools/make_hybrid_fixtures.py q8_0 of {GGUF_FROM} "
-                                     f"transformers={transformers.__version__} torch={torch.__version__}"})
+    base.write_reference(ref, prompt, logits, tokens, f"tools/make_hybrid_fixtures.py q8_0 of {GGUF_FROM} "
+                         f"transformers={transformers.__version__} torch={torch.__version__}")
     rel = check_with_llama_cpp(path, ref, LLAMA_CPP_Q8_0_MAX_REL_ERR)
     print(f"{name}.gguf {size} bytes, margin {margin:.3f}; llama.cpp's logits within {rel:.2e} of max|logit|")
     return size + os.path.getsize(ref)
@@ -610,11 +599,9 @@ def make_fpquant_variant(out_dir, base_seed=801):
     assert hf_quant["quantization"]["quant_algo"] == "MIXED_PRECISION"
     ref = os.path.join(out_dir, FPQUANT_NAME + ".reference.safetensors")
     int8_logits = int8_act_logits(model, prompt)
-    save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
-               "greedy": torch.tensor(tokens, dtype=torch.int32),
-               "logits_int8_act": int8_logits.contiguous()}, ref,
-              metadata={"generator": f"tools/make_hybrid_fixtures.py seed={seed} "
-                                     f"transformers={transformers.__version__} torch={torch.__version__}"})
+    base.write_reference(ref, prompt, logits, tokens, f"tools/make_hybrid_fixtures.py seed={seed} "
+                         f"transformers={transformers.__version__} torch={torch.__version__}",
+                         logits_int8_act=int8_logits)
     size = base.dir_bytes(folder) + os.path.getsize(ref)
     kinds = {a: sum(1 for v in algos.values() if v == a) for a in sorted(set(algos.values()))}
     print(f"{FPQUANT_NAME:20} seed {seed:5} max|logit| {float(logits.abs().max()):8.3f} margin {margin:6.3f} "

@@ -203,6 +203,16 @@ def check_greedy_without_cache(model, ids, tokens):
         seq.append(expected)
 
 
+def write_reference(path, prompt, logits, tokens, generator, **extra):
+    """A <name>.reference.safetensors: "prompt" I32 [T], "logits" F32 [T, V], "greedy" I32 and
+    any extra tensors. One metadata key: safetensors writes metadata in hash-map order, so
+    several keys would make reruns differ byte-wise."""
+    tensors = {"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
+               "greedy": torch.tensor(tokens, dtype=torch.int32)}
+    tensors.update({k: v.contiguous() for k, v in extra.items()})
+    save_file(tensors, path, metadata={"generator": generator})
+
+
 def make_variant(variant, out_dir):
     folder = os.path.join(out_dir, variant.name)
     for attempt in range(MAX_SEED_TRIES):
@@ -218,21 +228,14 @@ def make_variant(variant, out_dir):
         sys.exit(f"{variant.name}: no seed gives a greedy margin >= {MIN_GREEDY_MARGIN}")
     check_greedy_without_cache(model, prompt, tokens)
     logits = full_logits(model, prompt)
-    tensors = {
-        "prompt": torch.from_numpy(prompt.astype(np.int32)),
-        "logits": logits.contiguous(),
-        "greedy": torch.tensor(tokens, dtype=torch.int32),
-    }
+    extra = {}
     if variant.long_prompt:
         long_prompt = prompt_ids(seed + 1, LONG_PROMPT_LEN, vocab)
-        tensors["long_prompt"] = torch.from_numpy(long_prompt.astype(np.int32))
-        tensors["long_logits"] = full_logits(model, long_prompt).contiguous()
+        extra = {"long_prompt": torch.from_numpy(long_prompt.astype(np.int32)),
+                 "long_logits": full_logits(model, long_prompt)}
     ref_path = os.path.join(out_dir, variant.name + ".reference.safetensors")
-    # One metadata key: safetensors writes metadata in hash-map order, so several keys would
-    # make reruns differ byte-wise.
-    save_file(tensors, ref_path, metadata={"generator": (
-        f"tools/make_model_fixtures.py seed={seed} transformers={transformers.__version__} "
-        f"torch={torch.__version__}")})
+    write_reference(ref_path, prompt, logits, tokens, f"tools/make_model_fixtures.py seed={seed} "
+                    f"transformers={transformers.__version__} torch={torch.__version__}", **extra)
     return dict(name=variant.name, seed=seed, vocab=vocab, margin=margin,
                 max_logit=float(logits.abs().max()), folder=folder, ref=ref_path,
                 rope=model.config.rope_parameters)

@@ -41,7 +41,6 @@ import numpy as np
 import torch
 import transformers
 from safetensors import safe_open
-from safetensors.torch import save_file
 from transformers import (GenerationConfig, Qwen2MoeConfig, Qwen2MoeForCausalLM, Qwen3MoeConfig,
                           Qwen3MoeForCausalLM)
 
@@ -152,10 +151,8 @@ def make_variant(name, dtype, overrides, base_seed, out_dir):
     sparse = [i for i in range(cfg["num_hidden_layers"])
               if type(model.model.layers[i].mlp).__name__.endswith("SparseMoeBlock")]
     ref_path = os.path.join(out_dir, name + ".reference.safetensors")
-    save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
-               "greedy": torch.tensor(tokens, dtype=torch.int32)}, ref_path,
-              metadata={"generator": f"tools/make_moe_fixtures.py seed={seed} "
-                                     f"transformers={transformers.__version__} torch={torch.__version__}"})
+    mmf.write_reference(ref_path, prompt, logits, tokens, f"tools/make_moe_fixtures.py seed={seed} "
+                        f"transformers={transformers.__version__} torch={torch.__version__}")
     return dict(name=name, seed=seed, margin=margin, gap=gap, used=used, experts=n_experts,
                 sparse=sparse, bytes=mmf.dir_bytes(folder) + os.path.getsize(ref_path),
                 max_logit=float(logits.abs().max()))
@@ -259,7 +256,6 @@ def quantize_moe(model, mfq):
 
 
 def make_fpquant_variant(out_dir, base_seed=601):
-    import json
     import make_fp_quant_fixtures as mfq  # imports modelopt
     cfg = base_config(num_experts=4, num_experts_per_tok=2)
     for attempt in range(mmf.MAX_SEED_TRIES):
@@ -285,10 +281,8 @@ def make_fpquant_variant(out_dir, base_seed=601):
     hf_quant = mfq.write_checkpoint(folder, FPQUANT_NAME, model, stored, algos)
     assert hf_quant["quantization"]["quant_algo"] == "MIXED_PRECISION"
     ref = os.path.join(out_dir, FPQUANT_NAME + ".reference.safetensors")
-    save_file({"prompt": torch.from_numpy(prompt.astype(np.int32)), "logits": logits.contiguous(),
-               "greedy": torch.tensor(tokens, dtype=torch.int32)}, ref,
-              metadata={"generator": f"tools/make_moe_fixtures.py seed={seed} "
-                                     f"transformers={transformers.__version__} torch={torch.__version__}"})
+    mmf.write_reference(ref, prompt, logits, tokens, f"tools/make_moe_fixtures.py seed={seed} "
+                        f"transformers={transformers.__version__} torch={torch.__version__}")
     size = mmf.dir_bytes(folder) + os.path.getsize(ref)
     print(f"{FPQUANT_NAME:20} seed {seed:5} max|logit| {float(logits.abs().max()):7.3f} margin {margin:.3f} "
           f"router gap {gap:.4f} experts used >= {used}/{cfg['num_experts']} {size} bytes")

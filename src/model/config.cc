@@ -263,14 +263,14 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
       a != "qwen3next")
     fail(g.path(), ": GGUF architecture '", a,
          "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next)");
-  const bool qwen35 = a == "qwen35" || a == "qwen35moe" || a == "qwen3next";  // the hybrids
+  const bool hybrid = a == "qwen35" || a == "qwen35moe" || a == "qwen3next";  // Gated DeltaNet + gated attention
   auto need_int = [&](const std::string& key) {
     auto v = g.get_int(a + "." + key);
     if (!v) fail(g.path(), ": GGUF metadata lacks '", a, ".", key, "'");
     return *v;
   };
   c.hidden_size = need_int("embedding_length");
-  if (qwen35) read_gguf_hybrid(g, a, c);
+  if (hybrid) read_gguf_hybrid(g, a, c);
   if (a == "qwen3moe") {
     // Every layer sparse; llama.cpp always renormalises the top-k weights for qwen3moe.
     c.architecture = "qwen3_moe";
@@ -290,8 +290,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.rms_norm_eps = g.get_float(a + ".attention.layer_norm_rms_epsilon").value_or(1e-5);
   c.rope_theta = g.get_float(a + ".rope.freq_base").value_or(10000.0);
   c.attention_bias = a == "qwen2";
-  c.qk_norm = a == "qwen3" || a == "qwen3moe" || qwen35;
-  if (qwen35) {
+  c.qk_norm = a == "qwen3" || a == "qwen3moe" || hybrid;
+  if (hybrid) {
     const int64_t rot = need_int("rope.dimension_count");
     if (c.head_dim <= 0 || rot <= 0 || rot > c.head_dim || rot % 2 != 0)
       fail(g.path(), ": ", a, ".rope.dimension_count ", rot, " does not fit head_dim ", c.head_dim);
