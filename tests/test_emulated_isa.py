@@ -1,8 +1,15 @@
 """The x86 packed kernels of every instruction set, run in the Bochs CPU emulator.
 
-This machine has AVX2 only; the AVX-VNNI and AVX512-VNNI kernels run on emulated Sapphire
+Whatever the host has, the AVX2, AVX-VNNI and AVX512-VNNI kernels run on emulated Sapphire
 Rapids and Arrow Lake cores (tools/emulated_isa/run.py) and must equal the scalar reference
-bit for bit, and the AVX-512 ones must fault on the core without AVX-512."""
+bit for bit, and the AVX-512 ones must fault on the core without AVX-512. The kernels the host
+has natively are also run natively by the ctest suite (PackedIsa in packed_test.cc).
+
+What it assumes of the host: x86-64 Linux, nothing about its SIMD. Bochs interprets every
+instruction in software, and only the probe module's code is mapped into the guest (with its
+own memcpy / memset, tools/emulated_isa/guest_libc.cc): glibc's string functions, which glibc
+picks for the host CPU (EVEX builds on an AVX-512 host), never run there, and a call to them
+would fault with a message naming the library."""
 import platform
 import subprocess
 import sys

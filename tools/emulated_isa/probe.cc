@@ -1,6 +1,6 @@
 // A C interface over the packed kernels for tools/emulated_isa/run.py, which runs one chosen
-// instruction set's kernels inside the Bochs CPU emulator (AVX-512 and VNNI, which this
-// project's machines lack) and checks them against the scalar reference natively.
+// instruction set's kernels inside the Bochs CPU emulator (on CPU models the host may lack)
+// and checks them against the scalar reference natively.
 // Everything but the kernel call runs natively: random weights, packing, activation
 // quantization and the reference.
 #include <cpuid.h>

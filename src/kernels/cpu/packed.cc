@@ -582,23 +582,16 @@ struct PackedIsa {
   PackedGroupsFn fn;
 };
 
-bool cpu_has(const char* isa) {
-  if (std::strcmp(isa, "avx512vnni") == 0)
-    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
-  if (std::strcmp(isa, "avxvnni") == 0) return __builtin_cpu_supports("avxvnni");
-  return std::strcmp(isa, "avx2") == 0 && use_avx2();
-}
-
 // The best kernels the CPU has, unless ZEN_PACKED_ISA names another it has.
 PackedIsa choose_packed_isa() {
   static const char* const kPreference[] = {"avx512vnni", "avxvnni", "avx2"};
   if (const char* want = std::getenv("ZEN_PACKED_ISA"); want != nullptr && *want != 0) {
     ZEN_CHECK(packed_groups_for(want) != nullptr, "ZEN_PACKED_ISA=", want, ": expected avx2, avxvnni or avx512vnni");
-    ZEN_CHECK(cpu_has(want), "ZEN_PACKED_ISA=", want, ": this CPU does not have it");
+    ZEN_CHECK(packed_isa_supported(want), "ZEN_PACKED_ISA=", want, ": this CPU does not have it");
     return {want, packed_groups_for(want)};
   }
   for (const char* isa : kPreference)
-    if (cpu_has(isa)) return {isa, packed_groups_for(isa)};
+    if (packed_isa_supported(isa)) return {isa, packed_groups_for(isa)};
   return {"avx2", avx2::packed_groups};
 }
 
@@ -608,6 +601,13 @@ const PackedIsa& packed_isa() {
 }
 
 }  // namespace
+
+bool packed_isa_supported(const char* isa) {
+  if (std::strcmp(isa, "avx512vnni") == 0)
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+  if (std::strcmp(isa, "avxvnni") == 0) return __builtin_cpu_supports("avxvnni");
+  return std::strcmp(isa, "avx2") == 0 && use_avx2();
+}
 
 PackedGroupsFn packed_groups_for(const char* isa) {
   if (std::strcmp(isa, "avx2") == 0) return avx2::packed_groups;

@@ -44,4 +44,6 @@ const char* packed_isa_name();
 // The kernels of a named instruction set whether or not this CPU has it (the emulated tests
 // run them in Bochs); nullptr for an unknown name.
 PackedGroupsFn packed_groups_for(const char* isa);
+// Whether this CPU runs the named instruction set's kernels (false for an unknown name).
+bool packed_isa_supported(const char* isa);
 }  // namespace zen::kernels

@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -16,6 +19,10 @@
 #include "kernels/cpu/nvfp4.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "kernels/cpu/simd.h"
+#if ZEN_HAVE_X86_SIMD
+#include "kernels/cpu/packed_avx2.h"
+#endif
 
 namespace zen::kernels {
 namespace {
@@ -277,3 +284,60 @@ TEST(PackedNvfp4, RejectsNaNScalesAndOddWidthsNamingTheTensor) {
 
 }  // namespace
 }  // namespace zen::kernels
+
+// --- Every x86 instruction set this CPU has, run natively ----------------------------------
+
+#if ZEN_HAVE_X86_SIMD
+namespace zen::kernels {
+namespace {
+
+// matmul() runs only the best kernels the CPU has; this runs each build the CPU can execute
+// (AVX2, AVX-VNNI, AVX512-VNNI) on every packed format, in one call and split over groups as
+// the pool splits it, against the scalar reference. The builds a CPU lacks are checked in
+// emulation instead (tests/test_emulated_isa.py).
+class PackedIsa : public ::testing::TestWithParam<const char*> {};
+
+std::vector<float> run_isa(PackedGroupsFn fn, const PackedMatrix& p, const std::vector<float>& x, int64_t T,
+                           int64_t split) {
+  std::vector<float> y(static_cast<size_t>(T * p.rows()), std::numeric_limits<float>::quiet_NaN());
+  const avx2::PackedProblem problem = p.problem(x.data(), T, y.data());
+  for (int64_t g = 0; g < problem.n_groups; g += split) fn(problem, g, std::min(g + split, problem.n_groups));
+  return y;
+}
+
+void expect_isa_equals_reference(PackedGroupsFn fn, const PackedMatrix& p, std::mt19937& rng, const std::string& what) {
+  for (int64_t T : {1, 2, 3, 4, 5, 9, 70}) {
+    const auto x = random_activations(rng, T * p.cols());
+    const auto want = run_reference(p, x, T);
+    for (int64_t split : {int64_t{1}, int64_t{1} << 20})
+      EXPECT_TRUE(bits_equal(run_isa(fn, p, x, T, split).data(), want.data(), want.size()))
+          << what << " T=" << T << (split == 1 ? " one group per call" : " all groups in one call");
+  }
+}
+
+TEST_P(PackedIsa, EqualsTheReferenceBitForBitOnEveryFormat) {
+  const char* isa = GetParam();
+  if (!packed_isa_supported(isa)) GTEST_SKIP() << "this CPU lacks " << isa << "; tests/test_emulated_isa.py runs it in Bochs";
+  const PackedGroupsFn fn = packed_groups_for(isa);
+  std::mt19937 rng(43);
+  for (DType t : kPackedDtypes)
+    for (int variant = 0; variant < 2; ++variant)
+      for (int64_t N : {8, 13, 45}) {
+        const Source s(rng, t, N, k_for(t, variant));
+        expect_isa_equals_reference(fn, PackedMatrix::pack(s.view), rng,
+                                    std::string(isa) + " " + dtype_name(t) + " N=" + std::to_string(N));
+      }
+  for (int64_t K : {32, 608})
+    for (int64_t N : {8, 13, 45}) {
+      const RandomNvfp4 w(rng, N, K);
+      expect_isa_equals_reference(fn, PackedMatrix::pack_nvfp4(w.m, "w"), rng,
+                                  std::string(isa) + " NVFP4 K=" + std::to_string(K) + " N=" + std::to_string(N));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Native, PackedIsa, ::testing::Values("avx2", "avxvnni", "avx512vnni"),
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace zen::kernels
+#endif
