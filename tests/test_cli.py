@@ -38,6 +38,30 @@ def test_bad_flag_values_are_named():
     assert r.returncode == 1 and "--temperature needs a value" in r.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--threads", "0"], "--threads must be in [1, "),
+    (["--threads", "-1"], "--threads must be in [1, "),
+    (["--threads", "100000"], "--threads must be in [1, "),
+    (["--max-num-seqs", "5000"], "--max-num-seqs must be in [1, 1024], got 5000"),
+    (["--max-num-seqs", "1000000000"], "--max-num-seqs must be in [1, 1024]"),
+    (["--max-num-batched-tokens", "1000000000"], "--max-num-batched-tokens must be in [1, 262144]"),
+    (["--context-window", "0"], "--context-window must be positive"),
+    (["--host", ""], "--host must name an address"),
+    (["--max-long-partial-prefills", "9"], "--max-long-partial-prefills must be in [1, 4], got 9"),
+    (["--long-prefill-token-threshold", "0"], "--long-prefill-token-threshold must be at least 1"),
+])
+def test_serve_refuses_resource_flags_out_of_range(args, message):
+    """Refused before any model loads (no --model needed) and before any thread starts."""
+    r = zen("serve", "--port", "0", *args, timeout=30)
+    assert r.returncode == 1 and message in r.stderr, r.stderr
+
+
+def test_run_refuses_thread_counts_out_of_range():
+    for n in ("0", "-1", "100000"):
+        r = zen("run", "--prompt", "x", "--threads", n, "--model", str(STORIES))
+        assert r.returncode == 1 and "--threads must be in [1, " in r.stderr, r.stderr
+
+
 def test_packed_kernel_choice_is_reported_and_checked():
     flags = open("/proc/cpuinfo").read()
     if " avx2 " not in flags:

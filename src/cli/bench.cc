@@ -255,7 +255,7 @@ int bench_command(int argc, char** argv) {
   if (repeats < 1) fail("--repeats must be at least 1, got ", repeats);
 
   LoadOptions load;
-  load.n_threads = static_cast<int>(f.integer("threads", 0));
+  load.n_threads = threads_flag(f);
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   load.load_tokenizer = false;
   const std::string path = resolve_model_path(f.str("model"));

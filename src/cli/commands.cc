@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "base/error.h"
 #include "base/mmap.h"
@@ -56,6 +57,16 @@ std::string read_input_file(const std::string& path) {
 }
 
 }  // namespace
+
+int threads_flag(const Flags& f) {
+  if (!f.has("threads")) return 0;
+  const int64_t n = f.integer("threads", 0);
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t most = std::max<int64_t>(4, 4 * cores);
+  if (n < 1 || n > most)
+    fail("--threads must be in [1, ", most, "] (4 x the ", cores, " cores here; omit it to use every core), got ", n);
+  return static_cast<int>(n);
+}
 
 std::string resolve_model_path(const std::string& flag_value) {
   if (!flag_value.empty()) return flag_value;
@@ -110,7 +121,7 @@ int run_command(int argc, char** argv) {
   s.validate();  // its messages name the parameter (flags spell it with '-')
 
   LoadOptions load;
-  load.n_threads = static_cast<int>(f.integer("threads", 0));
+  load.n_threads = threads_flag(f);
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   auto model = Model::load(resolve_model_path(f.str("model")), load);
   const Tokenizer& tok = *model->tokenizer();
@@ -186,7 +197,7 @@ int perplexity_command(int argc, char** argv) {
   const int64_t batch = f.integer("batch", 256);
   if (batch <= 0) fail("--batch must be positive, got ", batch);
   LoadOptions load;
-  load.n_threads = static_cast<int>(f.integer("threads", 0));
+  load.n_threads = threads_flag(f);
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   auto model = Model::load(resolve_model_path(f.str("model")), load);
   const Tokenizer& tok = *model->tokenizer();

@@ -15,4 +15,9 @@ int serve_command(int argc, char** argv);
 // binary's tree). Throws with setup instructions when none is found.
 std::string resolve_model_path(const std::string& flag_value);
 
+class Flags;
+// --threads: 0 (all cores) when absent; else 1 .. 4 x the cores, refused outside that (a
+// thread pool of thousands only slows the machine down).
+int threads_flag(const Flags& f);
+
 }  // namespace zen::cli

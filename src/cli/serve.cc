@@ -55,6 +55,10 @@ int serve_command(int argc, char** argv) {
                     {"nvfp4-exact", FlagKind::Bool, "NVFP4 with f32 activations (exact, slower; default int8 per block of 32)", {}},
                     {"max-num-seqs", FlagKind::Int, "requests decoded together (default 64)", {}},
                     {"max-num-batched-tokens", FlagKind::Int, "tokens per engine step (default 512)", {}},
+                    {"long-prefill-token-threshold", FlagKind::Int,
+                     "a prompt with more tokens left is long: while others wait or decode it prefills at most this many a step (default: max-num-batched-tokens / 4)", {}},
+                    {"max-num-partial-prefills", FlagKind::Int, "prompts prefilled at once (default 4)", {}},
+                    {"max-long-partial-prefills", FlagKind::Int, "long prompts prefilled at once; shorter ones pass them (default 1)", {}},
                     {"max-waiting", FlagKind::Int, "queued requests beyond which new ones get 429 (default 1024)", {}},
                     {"no-prefix-cache", FlagKind::Bool, "do not reuse KV blocks of shared prompt prefixes", {}},
                     {"state-snapshot-memory", FlagKind::String,
@@ -81,6 +85,9 @@ int serve_command(int argc, char** argv) {
   eo.context_window = f.integer("context-window", f.integer("max-model-len", 0));
   eo.max_num_seqs = f.integer("max-num-seqs", 64);
   eo.max_num_batched_tokens = f.integer("max-num-batched-tokens", 512);
+  eo.long_prefill_token_threshold = f.integer("long-prefill-token-threshold", 0);
+  eo.max_num_partial_prefills = f.integer("max-num-partial-prefills", 4);
+  eo.max_long_partial_prefills = f.integer("max-long-partial-prefills", 1);
   eo.max_waiting = f.integer("max-waiting", 1024);
   eo.prefix_cache = !f.flag("no-prefix-cache");
   if (f.has("state-snapshot-memory")) {
@@ -88,11 +95,13 @@ int serve_command(int argc, char** argv) {
     if (size == "0") eo.state_snapshot_slots = 0;
     else eo.state_snapshot_memory_bytes = parse_byte_size("state-snapshot-memory", size);
   }
-  if (eo.context_window < 0) fail("--context-window must be positive, got ", eo.context_window);
-  if (eo.max_num_seqs < 1) fail("--max-num-seqs must be at least 1, got ", eo.max_num_seqs);
-  if (eo.max_num_batched_tokens < 1) fail("--max-num-batched-tokens must be at least 1, got ", eo.max_num_batched_tokens);
-  if (eo.max_waiting < 1) fail("--max-waiting must be at least 1, got ", eo.max_waiting);
+  if (eo.context_window < 0 || (eo.context_window == 0 && (f.has("context-window") || f.has("max-model-len"))))
+    fail("--context-window must be positive (omit it for the model's own), got ", eo.context_window);
+  if (f.has("long-prefill-token-threshold") && eo.long_prefill_token_threshold < 1)
+    fail("--long-prefill-token-threshold must be at least 1, got ", eo.long_prefill_token_threshold);
+  eo.validate();
 
+  if (f.has("host") && f.str("host").empty()) fail("--host must name an address (127.0.0.1, ::1, 0.0.0.0, ...), got ''");
   const int64_t port = f.integer("port", 30000);
   if (port < 0 || port > 65535) fail("--port must be in [0, 65535], got ", port);
 
@@ -107,7 +116,7 @@ int serve_command(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   LoadOptions load;
-  load.n_threads = static_cast<int>(f.integer("threads", 0));
+  load.n_threads = threads_flag(f);
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   const std::string path = resolve_model_path(f.str("model"));
   auto model = Model::load(path, load);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <unordered_map>
 
@@ -59,6 +60,30 @@ int64_t snapshot_slots(const ModelConfig& cfg, const EngineOptions& o) {
   return std::min(o.state_snapshot_slots, budget / slot_bytes);
 }
 
+// Tokens of context whose attention costs as much as one token through the weights, counted
+// in multiply-adds: a token's weights (attention or Gated DeltaNet projections, the dense or
+// routed MLP) against 2 x heads x head_dim per key in each full-attention layer (QK and PV).
+// The scheduler shrinks prefill chunks by it as the context grows.
+int64_t attention_span(const ModelConfig& c) {
+  const int64_t h = c.hidden_size;
+  double weights = 0;
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    if (c.is_full_attention(layer)) {
+      const int64_t q = c.num_heads * c.head_dim * (c.attn_output_gate ? 2 : 1);
+      weights += static_cast<double>(h * (q + 2 * c.num_kv_heads * c.head_dim) + c.num_heads * c.head_dim * h);
+    } else {
+      const int64_t k = c.linear_num_key_heads * c.linear_key_head_dim, v = c.linear_num_value_heads * c.linear_value_head_dim;
+      weights += static_cast<double>(h * (2 * k + 2 * v + 2 * c.linear_num_value_heads) + v * h);
+    }
+    const int64_t mlp = c.is_sparse_layer(layer)
+                            ? c.num_experts_per_tok * c.moe_intermediate_size + c.shared_expert_intermediate_size
+                            : c.intermediate_size;
+    weights += 3.0 * static_cast<double>(h * mlp);
+  }
+  const auto per_key = static_cast<double>(2 * c.num_heads * c.head_dim * c.num_kv_layers());
+  return per_key > 0 ? std::max<int64_t>(1, static_cast<int64_t>(weights / per_key)) : 0;
+}
+
 // log-softmax of the raw logits, for logprobs (before penalties or temperature).
 GeneratedToken with_logprobs(const float* logits, int64_t vocab, int32_t token, int32_t top) {
   GeneratedToken g;
@@ -81,6 +106,22 @@ GeneratedToken with_logprobs(const float* logits, int64_t vocab, int32_t token, 
 
 }  // namespace
 
+void EngineOptions::validate() const {
+  auto in_range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) fail("--", flag, " must be in [", lo, ", ", hi, "], got ", v);
+  };
+  in_range("max-num-seqs", max_num_seqs, 1, kMaxNumSeqs);
+  in_range("max-num-batched-tokens", max_num_batched_tokens, 1, kMaxBatchedTokens);
+  in_range("max-waiting", max_waiting, 1, kMaxWaiting);
+  in_range("context-window", context_window, 0, kMaxContextWindow);
+  in_range("long-prefill-token-threshold", long_prefill_token_threshold, 0, max_num_batched_tokens);
+  in_range("max-num-partial-prefills", max_num_partial_prefills, 1, max_num_seqs);
+  in_range("max-long-partial-prefills", max_long_partial_prefills, 1, max_num_partial_prefills);
+  in_range("kv-memory", kv_memory_bytes, 0, std::numeric_limits<int64_t>::max());
+  in_range("state-snapshot-memory", state_snapshot_memory_bytes, 0, std::numeric_limits<int64_t>::max());
+  if (block_size <= 0) fail("block size must be positive, got ", block_size);
+}
+
 struct Engine::Impl {
   Impl(Model& model, const EngineOptions& o)
       : cfg(model.config()),
@@ -89,8 +130,14 @@ struct Engine::Impl {
         states(recurrent_state_floats(cfg) > 0
                    ? std::make_unique<StateCache>(recurrent_state_floats(cfg), o.max_num_seqs, snapshot_slots(cfg, o))
                    : nullptr),
-        scheduler(SchedulerConfig{o.max_num_seqs, o.max_num_batched_tokens, states ? kGatedDeltaNetChunk : 0}, blocks,
-                  states.get()),
+        scheduler(SchedulerConfig{.max_num_seqs = o.max_num_seqs,
+                                  .max_num_batched_tokens = o.max_num_batched_tokens,
+                                  .long_prefill_token_threshold = o.long_prefill_token_threshold,
+                                  .max_num_partial_prefills = o.max_num_partial_prefills,
+                                  .max_long_partial_prefills = o.max_long_partial_prefills,
+                                  .attention_span = attention_span(cfg),
+                                  .state_align = states ? kGatedDeltaNetChunk : 0},
+                  blocks, states.get()),
         runner(model, kv, states ? &states->pool() : nullptr) {}
 
   const ModelConfig& cfg;
@@ -114,9 +161,17 @@ struct Engine::Impl {
 };
 
 Engine::Engine(Model& model, const EngineOptions& options) : model_(model), options_(options) {
-  if (options_.block_size <= 0) fail("block size must be positive, got ", options_.block_size);
+  options_.validate();
   if (options_.context_window <= 0) options_.context_window = model.config().max_position_embeddings;
   if (options_.context_window <= 0) fail("the model states no context length; pass --context-window");
+  // Hybrids keep a live recurrent state per running sequence (150 MB for Zen6): all of them
+  // must fit before any is allocated.
+  const auto state_bytes = static_cast<double>(recurrent_state_floats(model.config()) * sizeof(float));
+  if (const double need = state_bytes * static_cast<double>(options_.max_num_seqs);
+      need > static_cast<double>(available_memory_bytes()))
+    fail("--max-num-seqs ", options_.max_num_seqs, " needs ", need / (1 << 30), " GiB of recurrent state (",
+         state_bytes / (1 << 20), " MiB per sequence); ", static_cast<double>(available_memory_bytes()) / (1 << 30),
+         " GiB are available");
   impl_ = std::make_unique<Impl>(model, options_);
   const int64_t longest = impl_->blocks.num_blocks() * options_.block_size;
   if (impl_->kv.bytes_per_token() > 0 && options_.context_window > longest) options_.context_window = longest;

@@ -28,6 +28,12 @@ struct EngineOptions {
   int64_t context_window = 0;          // 0: the model's max_position_embeddings
   int64_t max_num_seqs = 64;           // running sequences per step
   int64_t max_num_batched_tokens = 512;  // tokens per forward (prefill chunks + decodes)
+  // Fairness under mixed load (vLLM's names; scheduler.h): a long prefill's share of a step
+  // while others wait or decode (0: max_num_batched_tokens / 4), and how many prompts (long
+  // ones) may prefill at once.
+  int64_t long_prefill_token_threshold = 0;
+  int64_t max_num_partial_prefills = 4;
+  int64_t max_long_partial_prefills = 1;
   int64_t max_waiting = 1024;          // queued requests beyond which add() reports QueueFull
   bool prefix_cache = true;
   // Hybrid models: recurrent-state snapshots kept for prefix reuse, at most
@@ -37,6 +43,14 @@ struct EngineOptions {
   int64_t state_snapshot_slots = 64;
   int64_t state_snapshot_memory_bytes = 0;
   double state_snapshot_memory_fraction = 0.125;
+
+  // Sane maxima: a flag that sizes threads or memory is refused past them, naming the flag.
+  static constexpr int64_t kMaxNumSeqs = 1024;
+  static constexpr int64_t kMaxBatchedTokens = int64_t{1} << 18;
+  static constexpr int64_t kMaxWaiting = int64_t{1} << 20;
+  static constexpr int64_t kMaxContextWindow = int64_t{1} << 24;
+  // Throws zen::Error naming the flag (serve checks before loading a model; Engine again).
+  void validate() const;
 };
 
 struct RequestParams {

@@ -198,6 +198,38 @@ TEST_F(EngineTiny, AbortFreesBlocksAndReportsAbort) {
   EXPECT_EQ(engine.stats().finished_abort, 1);
 }
 
+// The probe's head-of-line scenario on a small budget: a short request sent while a long
+// prompt prefills gets its first token within two steps and finishes before the long one's
+// first token; both outputs equal what each gives alone.
+TEST_F(EngineTiny, AShortRequestIsNotStuckBehindALongPrefill) {
+  const EngineOptions opts = pool_of(*model_, 256, 32);
+  const auto long_prompt = random_prompts(1, 200, 200, 288, 11)[0], short_prompt = random_prompts(1, 4, 4, 288, 12)[0];
+  Engine alone(*model_, opts);
+  const auto want_long = run_all(alone, {long_prompt}, greedy(8))[0], want_short = run_all(alone, {short_prompt}, greedy(4))[0];
+
+  Engine engine(*model_, opts);
+  int step = 0, short_added = -1, short_first = -1, short_done = -1, long_first = -1;
+  std::vector<int32_t> long_tokens, short_tokens;
+  engine.add(long_prompt, greedy(8), [&](const RequestUpdate& u) {
+    for (const auto& g : u.tokens) long_tokens.push_back(g.token);
+    if (long_first < 0 && !u.tokens.empty()) long_first = step;
+  });
+  engine.step();
+  ++step;
+  short_added = step;
+  engine.add(short_prompt, greedy(4), [&](const RequestUpdate& u) {
+    for (const auto& g : u.tokens) short_tokens.push_back(g.token);
+    if (short_first < 0 && !u.tokens.empty()) short_first = step;
+    if (u.finished) short_done = step;
+  });
+  while (engine.step()) ++step;
+  EXPECT_LE(short_first - short_added, 1) << "the short request's first token came " << short_first - short_added << " steps late";
+  EXPECT_GE(short_done, 0);
+  EXPECT_LT(short_done, long_first) << "the short request finished after the long one's first token";
+  EXPECT_EQ(long_tokens, want_long.tokens);
+  EXPECT_EQ(short_tokens, want_short.tokens);
+}
+
 TEST_F(EngineTiny, ImpossibleRequestsAreRejectedWithNumbers) {
   Engine engine(*model_, options());
   const int64_t ctx = engine.context_window();

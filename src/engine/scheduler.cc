@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 
@@ -14,6 +15,32 @@ Scheduler::Scheduler(const SchedulerConfig& config, BlockManager& blocks, StateC
   if (config.state_align > 0 && config.max_num_batched_tokens < config.state_align)
     fail("--max-num-batched-tokens must be at least ", config.state_align, " for hybrid models, got ",
          config.max_num_batched_tokens);
+  if (config.long_prefill_token_threshold < 0)
+    fail("--long-prefill-token-threshold must be >= 0, got ", config.long_prefill_token_threshold);
+  if (config.max_num_partial_prefills < 1)
+    fail("--max-num-partial-prefills must be at least 1, got ", config.max_num_partial_prefills);
+  if (config.max_long_partial_prefills < 1 || config.max_long_partial_prefills > config.max_num_partial_prefills)
+    fail("--max-long-partial-prefills must be in [1, --max-num-partial-prefills = ", config.max_num_partial_prefills,
+         "], got ", config.max_long_partial_prefills);
+  if (config.attention_span < 0) fail("attention span must be >= 0, got ", config.attention_span);
+  long_threshold_ = config.long_prefill_token_threshold > 0 ? config.long_prefill_token_threshold
+                                                            : std::max<int64_t>(config.max_num_batched_tokens / 4, 1);
+  if (const int64_t align = config.state_align; align > 0) long_threshold_ = (long_threshold_ + align - 1) / align * align;
+}
+
+int64_t Scheduler::prefill_budget(const Sequence& seq, int64_t computed, int64_t budget, bool contended) const {
+  int64_t cap = budget;
+  if (contended && static_cast<int64_t>(seq.tokens.size()) - computed > long_threshold_)
+    cap = std::min(cap, long_threshold_);
+  if (config_.attention_span > 0) {
+    // The largest n with n * (1 + (c + n) / span) <= cap; never below one hybrid chunk (or 16
+    // tokens), so a prefill deep into a long context still moves.
+    const double span = static_cast<double>(config_.attention_span);
+    const double b = 1.0 + static_cast<double>(computed) / span;
+    const auto n = static_cast<int64_t>((std::sqrt(b * b + 4.0 * static_cast<double>(cap) / span) - b) * span / 2.0);
+    cap = std::min(cap, std::max({n, config_.state_align, int64_t{16}}));
+  }
+  return cap;
 }
 
 int64_t Scheduler::chunk_for(const Sequence& seq, int64_t budget) const {
@@ -28,7 +55,7 @@ int64_t Scheduler::chunk_for(const Sequence& seq, int64_t budget) const {
   return std::max<int64_t>(end - seq.computed, 0);
 }
 
-bool Scheduler::admit(Sequence* seq, int64_t budget, std::vector<ScheduledSeq>& out) {
+bool Scheduler::admit(Sequence* seq, int64_t budget, bool contended, std::vector<ScheduledSeq>& out) {
   if (num_running() >= config_.max_num_seqs) return false;
   const int64_t bs = blocks_.block_size();
   const auto total = static_cast<int64_t>(seq->tokens.size());
@@ -45,7 +72,7 @@ bool Scheduler::admit(Sequence* seq, int64_t budget, std::vector<ScheduledSeq>& 
   // Plan the first chunk from the cached position.
   const int64_t saved_computed = seq->computed;
   seq->computed = cached;
-  const int64_t n = chunk_for(*seq, budget);
+  const int64_t n = chunk_for(*seq, prefill_budget(*seq, cached, budget, contended));
   seq->computed = saved_computed;
   if (n == 0) return false;
   int64_t reclaimed = 0;  // matched blocks sitting in the free list stop being free
@@ -73,29 +100,53 @@ bool Scheduler::admit(Sequence* seq, int64_t budget, std::vector<ScheduledSeq>& 
   return true;
 }
 
+bool Scheduler::run(Sequence* seq, int64_t n, int64_t& budget, std::vector<ScheduledSeq>& out, bool& preempted) {
+  while (!blocks_.grow(seq->blocks, seq->computed + n)) {
+    Sequence* victim = running_.back();  // newest first
+    preempt(victim, budget, out);
+    preempted = true;
+    if (victim == seq) return false;
+  }
+  out.push_back({seq, n});
+  budget -= n;
+  return true;
+}
+
 std::vector<ScheduledSeq> Scheduler::schedule() {
   std::vector<ScheduledSeq> out;
   int64_t budget = config_.max_num_batched_tokens;
+  const bool contended = running_.size() + waiting_.size() > 1;
   bool preempted = false;
-  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
-    Sequence* seq = running_[i];
-    const int64_t n = chunk_for(*seq, budget);
-    if (n == 0) continue;
-    while (!blocks_.grow(seq->blocks, seq->computed + n)) {
-      Sequence* victim = running_.back();  // newest first
-      preempt(victim);
-      preempted = true;
-      if (victim == seq) break;
+  // Decodes, then prefill chunks, each in admission order. A copy: preemption edits running_.
+  const std::vector<Sequence*> order = running_;
+  for (const bool prefills : {false, true})
+    for (Sequence* seq : order) {
+      if (budget <= 0) break;
+      if (seq->status != SeqStatus::Running || (seq->uncomputed() > 1) != prefills) continue;
+      const int64_t n = chunk_for(*seq, prefills ? prefill_budget(*seq, seq->computed, budget, contended) : budget);
+      if (n > 0) run(seq, n, budget, out, preempted);
     }
-    if (seq->status != SeqStatus::Running) break;  // it was the newest and gave way
-    out.push_back({seq, n});
-    budget -= n;
-  }
   if (preempted) return out;  // no admissions while the pool is short
-  while (!waiting_.empty() && budget > 0) {
-    if (!admit(waiting_.front(), budget, out)) break;
-    waiting_.pop_front();
+
+  int64_t partial = 0, long_partial = 0;  // prefills running now
+  for (const Sequence* seq : running_)
+    if (seq->uncomputed() > 1) {
+      ++partial;
+      long_partial += is_long(*seq) ? 1 : 0;
+    }
+  for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0;) {
+    Sequence* seq = *it;
+    if (partial >= config_.max_num_partial_prefills) break;
+    const bool long_prompt = is_long(*seq);
+    if (long_prompt && long_partial >= config_.max_long_partial_prefills) {
+      ++it;  // shorter prompts behind it may start
+      continue;
+    }
+    if (!admit(seq, budget, contended, out)) break;
     budget -= out.back().n_tokens;
+    ++partial;
+    long_partial += long_prompt ? 1 : 0;
+    it = waiting_.erase(it);
   }
   return out;
 }
@@ -108,7 +159,13 @@ void Scheduler::free_resources(Sequence* seq) {
   seq->computed = 0;
 }
 
-void Scheduler::preempt(Sequence* seq) {
+void Scheduler::preempt(Sequence* seq, int64_t& budget, std::vector<ScheduledSeq>& out) {
+  // Already planned for this step (a decode, planned before the prefills): unplan it.
+  if (auto it = std::find_if(out.begin(), out.end(), [seq](const ScheduledSeq& s) { return s.seq == seq; });
+      it != out.end()) {
+    budget += it->n_tokens;
+    out.erase(it);
+  }
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   free_resources(seq);
   seq->status = SeqStatus::Waiting;

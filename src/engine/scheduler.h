@@ -1,7 +1,15 @@
-// Decides each step which sequences run and with how many tokens: running sequences first
-// (decodes and unfinished prefill chunks, oldest first), then waiting ones FCFS, within a
-// token budget and a sequence limit. When KV blocks run out, the newest running sequence is
-// preempted (its blocks freed; it is recomputed later, mostly from the prefix cache).
+// Decides each step which sequences run and with how many tokens, within a token budget and
+// a sequence limit, fair under mixed load:
+//   1. decodes of running sequences (one token each), oldest first;
+//   2. running prefills, oldest first; under contention a long one (more than
+//      long_prefill_token_threshold tokens left) gets at most that many tokens a step;
+//   3. waiting sequences, FCFS, while at most max_num_partial_prefills prefill at once, of which
+//      at most max_long_partial_prefills long ones: a short prompt queued behind a long one
+//      passes it rather than wait for its whole prefill.
+// A prefill chunk also shrinks as its context grows (attention_span), so a step's work, and
+// with it the delay before an abort or a new request takes effect, stays bounded.
+// When KV blocks run out, the newest running sequence is preempted (its blocks freed; it is
+// recomputed later, mostly from the prefix cache).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -16,6 +24,13 @@ namespace zen {
 struct SchedulerConfig {
   int64_t max_num_seqs = 64;
   int64_t max_num_batched_tokens = 512;
+  // vLLM's names. Threshold 0: max_num_batched_tokens / 4 (rounded up to state_align).
+  int64_t long_prefill_token_threshold = 0;
+  int64_t max_num_partial_prefills = 4;
+  int64_t max_long_partial_prefills = 1;
+  // Tokens of context whose attention costs as much as one token's weights (0: attention
+  // ignored): a prefill chunk at context c costs n * (1 + (c + n) / span) tokens of budget.
+  int64_t attention_span = 0;
   // Hybrid models: prefill steps end at multiples of this many tokens (the Gated DeltaNet
   // chunk), so any split gives the same state and a snapshot exists there; 0 for dense.
   int64_t state_align = 0;
@@ -47,16 +62,25 @@ class Scheduler {
   bool idle() const { return waiting_.empty() && running_.empty(); }
   // Where this sequence's next step must end, given `budget` tokens (0: cannot run now).
   int64_t chunk_for(const Sequence& seq, int64_t budget) const;
+  int64_t long_prefill_threshold() const { return long_threshold_; }
 
  private:
-  bool admit(Sequence* seq, int64_t budget, std::vector<ScheduledSeq>& out);
-  void preempt(Sequence* seq);
+  bool is_long(const Sequence& seq) const { return seq.uncomputed() > long_threshold_; }
+  // The tokens a prefill from `computed` may take of `budget`: under contention a long one's
+  // share is capped, and the chunk shrinks as its context (attention) grows.
+  int64_t prefill_budget(const Sequence& seq, int64_t computed, int64_t budget, bool contended) const;
+  // Schedules a running sequence (growing its blocks, preempting the newest if short); false
+  // when it was itself the one preempted.
+  bool run(Sequence* seq, int64_t n, int64_t& budget, std::vector<ScheduledSeq>& out, bool& preempted);
+  bool admit(Sequence* seq, int64_t budget, bool contended, std::vector<ScheduledSeq>& out);
+  void preempt(Sequence* seq, int64_t& budget, std::vector<ScheduledSeq>& out);
   void free_resources(Sequence* seq);
   SchedulerConfig config_;
   BlockManager& blocks_;
   StateCache* states_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order: back is the newest
+  int64_t long_threshold_ = 0;
   int64_t preemptions_ = 0;
 };
 

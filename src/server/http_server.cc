@@ -182,8 +182,9 @@ void Server::Impl::detokenize(const httplib::Request& req, httplib::Response& re
 
 void Server::Impl::routes() {
   http.set_payload_max_length(opt.max_body_bytes);
+  // Each open stream holds a thread; connections beyond these wait in httplib's queue.
   const int threads = opt.http_threads > 0 ? opt.http_threads
-                                           : static_cast<int>(std::max<int64_t>(64, 2 * engine.options().max_num_seqs + 32));
+                                           : static_cast<int>(std::clamp<int64_t>(2 * engine.options().max_num_seqs + 32, 64, 512));
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
