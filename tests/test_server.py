@@ -338,6 +338,8 @@ def test_api_key_and_queue_full():
         client = server.client(api_key="sekret")
         assert client.models.list().data[0].id == server.model
         assert server.raw("GET", "/health")[0] == 200  # health needs no key
+        assert server.raw("GET", "/metrics")[0] == 401  # counts and latencies do
+        assert server.raw("GET", "/metrics", headers={"Authorization": "Bearer sekret"})[0] == 200
         # One running, one waiting: the next request is refused with 429 while they last.
         streams = [client.chat.completions.create(model=server.model, messages=USER, max_tokens=400, stream=True,
                                                   extra_body={"ignore_eos": True}, **greedy()) for _ in range(2)]

@@ -142,3 +142,60 @@ def test_bounded_load_run(zen_server):
     assert all(n >= 1 for n in completed)
     assert rss_end - rss_start < 256 * 1024, "resident memory grew by more than 256 MiB under steady load"
     assert zen_server.metric("zen_num_requests_running") == 0
+
+
+def long_prompt(zen_server, tokens):
+    """A completion prompt of about `tokens` tokens, checked with /tokenize."""
+    items = tokens // 8
+    for _ in range(2):  # a guess, then scaled by what the tokenizer made of it
+        text = " ".join(f"item {i} of a very long list;" for i in range(items))
+        _, r = zen_server.raw("POST", "/tokenize", {"prompt": text})
+        items = items * tokens // r["count"]
+    assert abs(r["count"] - tokens) < tokens // 10, r["count"]
+    return text
+
+
+def test_a_short_request_is_not_stuck_behind_a_long_prompt(zen_server):
+    """The probe's head-of-line scenario: a 6-token request sent while a ~3,400-token prompt
+    prefills finishes first (before the fair scheduler it waited for the whole prefill)."""
+    client = zen_server.client()
+    done = {}
+
+    def complete(name, prompt, max_tokens):
+        start = time.time()
+        client.completions.create(model=zen_server.model, prompt=prompt, max_tokens=max_tokens, temperature=0)
+        done[name] = (time.time(), time.time() - start)
+
+    prompt = long_prompt(zen_server, 3400)
+    with futures.ThreadPoolExecutor(2) as pool:
+        long_job = pool.submit(complete, "long", prompt, 2)
+        time.sleep(1.0)
+        assert not long_job.done()
+        pool.submit(complete, "short", "The capital of France is", 4).result()
+        long_job.result()
+    print(f"short request: {done['short'][1]:.2f} s; long request: {done['long'][1]:.2f} s")
+    assert done["short"][0] < done["long"][0], done
+
+
+def test_an_abandoned_long_prefill_is_freed_promptly(zen_server):
+    """A client that hangs up during a long prefill: its request leaves the engine within a few
+    steps (keep-alive writes find the closed socket; the abort lands at the next step)."""
+    import http.client
+    import json as json_module
+    prompt = long_prompt(zen_server, 3400)
+    conn = http.client.HTTPConnection("127.0.0.1", zen_server.port, timeout=60)
+    conn.request("POST", "/v1/completions", body=json_module.dumps(
+        {"model": zen_server.model, "prompt": prompt, "max_tokens": 4, "stream": True}),
+        headers={"Content-Type": "application/json"})
+    deadline = time.time() + 30
+    while zen_server.metric("zen_num_requests_running") < 1 and time.time() < deadline:
+        time.sleep(0.05)
+    assert zen_server.metric("zen_num_requests_running") == 1
+    conn.sock.close()
+    closed = time.time()
+    while zen_server.metric("zen_num_requests_running") > 0 and time.time() < deadline + 30:
+        time.sleep(0.05)
+    settled = time.time() - closed
+    print(f"abort settled {settled:.2f} s after the client hung up")
+    assert zen_server.metric("zen_num_requests_running") == 0
+    assert settled < 5.0, f"the abandoned prefill ran on for {settled:.1f} s"

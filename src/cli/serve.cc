@@ -63,7 +63,8 @@ int serve_command(int argc, char** argv) {
                     {"no-prefix-cache", FlagKind::Bool, "do not reuse KV blocks of shared prompt prefixes", {}},
                     {"state-snapshot-memory", FlagKind::String,
                      "hybrid models: memory for recurrent-state snapshots of cached prefixes, e.g. 2G (default: an eighth of the available RAM, at most 64 snapshots; 0 keeps none)", {}},
-                    {"api-key", FlagKind::String, "require 'Authorization: Bearer KEY' (default: $ZEN_API_KEY, else none)", {}},
+                    {"api-key", FlagKind::String, "require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize and /metrics (default: $ZEN_API_KEY, else none); /health and the chat page stay open", {}},
+                    {"open-metrics", FlagKind::Bool, "serve /metrics without the API key", {}},
                     {"reasoning-parser", FlagKind::Choice, "split <think> reasoning into reasoning_content (default: qwen3 when the chat template thinks)",
                      {"qwen3", "none"}},
                     {"tool-call-parser", FlagKind::Choice, "tool-call format (default: detected from the chat template)",
@@ -132,6 +133,7 @@ int serve_command(int argc, char** argv) {
     default_name = std::filesystem::is_directory(model_path) ? model_path.filename().string() : model_path.parent_path().filename().string();
   so.model_name = f.str("served-model-name", default_name);
   so.api_key = f.str("api-key");
+  so.open_metrics = f.flag("open-metrics");
   if (so.api_key.empty())
     if (const char* env = std::getenv("ZEN_API_KEY")) so.api_key = env;
   const std::string reasoning = f.str("reasoning-parser", "");

@@ -115,7 +115,7 @@ void EngineOptions::validate() const {
   in_range("max-waiting", max_waiting, 1, kMaxWaiting);
   in_range("context-window", context_window, 0, kMaxContextWindow);
   in_range("long-prefill-token-threshold", long_prefill_token_threshold, 0, max_num_batched_tokens);
-  in_range("max-num-partial-prefills", max_num_partial_prefills, 1, max_num_seqs);
+  in_range("max-num-partial-prefills", max_num_partial_prefills, 1, kMaxNumSeqs);
   in_range("max-long-partial-prefills", max_long_partial_prefills, 1, max_num_partial_prefills);
   in_range("kv-memory", kv_memory_bytes, 0, std::numeric_limits<int64_t>::max());
   in_range("state-snapshot-memory", state_snapshot_memory_bytes, 0, std::numeric_limits<int64_t>::max());

@@ -188,7 +188,9 @@ void Server::Impl::routes() {
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
+    // /health and the chat page (static; its API calls need the key) stay open.
+    const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize" ||
+                                (req.path == "/metrics" && !opt.open_metrics);
     if (protected_path && !authorized(req)) {
       send_error(res, ApiError(401, "authentication_error", "missing or wrong API key (send 'Authorization: Bearer KEY')"));
       return httplib::Server::HandlerResponse::Handled;

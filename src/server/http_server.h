@@ -18,7 +18,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 30000;                       // 0: any free port (see Server::port())
   std::string model_name = "default";     // what /v1/models lists and requests may name
-  std::string api_key;                    // non-empty: /v1/* and /tokenize need "Bearer KEY"
+  std::string api_key;                    // non-empty: /v1/*, /tokenize and /metrics need "Bearer KEY"
+  bool open_metrics = false;              // /metrics without the key (a scraper on a trusted net)
   bool parse_reasoning = false;           // split <think>...</think> into reasoning_content
   std::optional<ToolCallFormat> tool_format;  // nullopt: requests with tools are refused
   size_t max_body_bytes = size_t{8} << 20;    // larger bodies get 413

@@ -42,6 +42,8 @@ struct GenerationRequest {
 
 // Parses a JSON body; rejects malformed JSON, invalid UTF-8 and nesting deeper than
 // max_depth (400) before building a tree from it.
+// An object of more than kMaxObjectKeys keys is refused the same way, while parsing.
+inline constexpr int64_t kMaxObjectKeys = 10000;
 ojson parse_json_body(std::string_view body, int max_depth = 64);
 
 GenerationRequest parse_chat_request(const ojson& body);

@@ -150,5 +150,26 @@ TEST(ServerRequest, MutatedBodiesOnlyEverGiveApiErrors) {
   EXPECT_GT(accepted, 10);  // some mutations stay valid: the parser is not rejecting everything
 }
 
+// One object with a huge number of keys is refused while parsing (ordered_json's key lookup
+// is linear, so 400k keys took 101 s); nested objects count their own keys; the limit itself
+// passes.
+TEST(JsonBody, ObjectsWithTooManyKeysAreRefusedWhileParsing) {
+  auto object_of = [](int64_t n) {
+    std::string s = "{";
+    for (int64_t i = 0; i < n; ++i) s += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+    return s + "}";
+  };
+  EXPECT_EQ(parse_json_body(object_of(kMaxObjectKeys)).size(), static_cast<size_t>(kMaxObjectKeys));
+  try {
+    parse_json_body(R"({"messages": [], "x": )" + object_of(400000) + "}");
+    ADD_FAILURE() << "400k keys accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("more than 10000 keys"), std::string::npos) << e.what();
+  }
+  const std::string two = "{\"a\": " + object_of(kMaxObjectKeys) + ", \"b\": " + object_of(kMaxObjectKeys) + "}";
+  EXPECT_EQ(parse_json_body(two).size(), 2u);
+}
+
 }  // namespace
 }  // namespace zen::server
