@@ -199,3 +199,41 @@ def test_an_abandoned_long_prefill_is_freed_promptly(zen_server):
     print(f"abort settled {settled:.2f} s after the client hung up")
     assert zen_server.metric("zen_num_requests_running") == 0
     assert settled < 5.0, f"the abandoned prefill ran on for {settled:.1f} s"
+
+
+def raw_exchange(zen_server, request, timeout=30):
+    """Sends raw bytes on a fresh connection; returns everything received until the server
+    closes it (or the timeout)."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", zen_server.port), timeout=timeout)
+    try:
+        s.sendall(request)
+    except OSError:
+        pass  # the server may close before reading everything; its answer is still there
+    data = b""
+    try:
+        while chunk := s.recv(65536):
+            data += chunk
+    except OSError:
+        pass
+    s.close()
+    return data
+
+
+def test_the_body_limit_holds_however_the_body_arrives(zen_server):
+    """A 64 MiB chunked body is refused with 413 without being read into memory; a POST
+    without Content-Length (and not chunked) gets 411 instead of being read to EOF; a small
+    chunked body is served."""
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    piece = b"a" * (1 << 20)
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for _ in range(64)) + b"0\r\n\r\n"
+    reply = raw_exchange(zen_server, head + b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
+    assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+    assert b"request_too_large" in reply
+    reply = raw_exchange(zen_server, head + b"\r\n" + b"{" * 1000)
+    assert reply.startswith(b"HTTP/1.1 411"), reply[:200]
+    body = json.dumps({"model": zen_server.model, "prompt": "Hello", "max_tokens": 2}).encode()
+    reply = raw_exchange(zen_server, head + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+                         b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    assert b'"completion_tokens":2' in reply

@@ -35,9 +35,14 @@ struct Server::Impl {
   template <typename F>
   void guarded(httplib::Response& res, F&& handler);
   bool authorized(const httplib::Request& req) const;
-  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
-  void tokenize(const httplib::Request& req, httplib::Response& res);
-  void detokenize(const httplib::Request& req, httplib::Response& res);
+  // A POST route whose handler gets the body, read here within max_body_bytes however it
+  // arrives (Content-Length or chunked: httplib's own limit covers only the former).
+  template <typename F>
+  void post(const char* path, F handler);
+  std::string read_body(const httplib::ContentReader& read, httplib::Response& res) const;
+  void generate(std::string_view body, httplib::Response& res, bool chat);
+  void tokenize(std::string_view body, httplib::Response& res);
+  void detokenize(std::string_view body, httplib::Response& res);
   void check_model(const std::string& model) const;
 };
 
@@ -79,6 +84,29 @@ void Server::Impl::guarded(httplib::Response& res, F&& handler) {
   }
 }
 
+std::string Server::Impl::read_body(const httplib::ContentReader& read, httplib::Response& res) const {
+  std::string body;
+  bool too_large = false;
+  const bool complete = read([&](const char* data, size_t n) {
+    too_large = body.size() + n > opt.max_body_bytes;
+    if (!too_large) body.append(data, n);
+    return !too_large;
+  });
+  if (too_large || res.status == 413) {
+    res.set_header("Connection", "close");  // the rest of the body is never read
+    throw ApiError(413, "request_too_large", "request body larger than " + std::to_string(opt.max_body_bytes) + " bytes");
+  }
+  if (!complete) throw ApiError(400, "invalid_request_error", "the request body ended early or could not be read");
+  return body;
+}
+
+template <typename F>
+void Server::Impl::post(const char* path, F handler) {
+  http.Post(path, [this, handler](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& read) {
+    guarded(res, [&] { handler(read_body(read, res), res); });
+  });
+}
+
 bool Server::Impl::authorized(const httplib::Request& req) const {
   if (opt.api_key.empty()) return true;
   return req.get_header_value("Authorization") == "Bearer " + opt.api_key;
@@ -89,8 +117,8 @@ void Server::Impl::check_model(const std::string& model) const {
     throw ApiError(404, "not_found_error", "The model `" + model + "` does not exist (this server serves `" + opt.model_name + "`).", "model");
 }
 
-void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
-  const ojson body = parse_json_body(req.body);
+void Server::Impl::generate(std::string_view body_text, httplib::Response& res, bool chat) {
+  const ojson body = parse_json_body(body_text);
   GenerationRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
   check_model(r.model);
   const BuiltPrompt prompt = chat ? prompts.chat(r) : prompts.completion(r);
@@ -144,8 +172,8 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
       });
 }
 
-void Server::Impl::tokenize(const httplib::Request& req, httplib::Response& res) {
-  const ojson body = parse_json_body(req.body);
+void Server::Impl::tokenize(std::string_view body_text, httplib::Response& res) {
+  const ojson body = parse_json_body(body_text);
   if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
@@ -166,8 +194,8 @@ void Server::Impl::tokenize(const httplib::Request& req, httplib::Response& res)
   send_json(res, {{"count", ids.size()}, {"max_model_len", engine.context_window()}, {"tokens", ids}});
 }
 
-void Server::Impl::detokenize(const httplib::Request& req, httplib::Response& res) {
-  const ojson body = parse_json_body(req.body);
+void Server::Impl::detokenize(std::string_view body_text, httplib::Response& res) {
+  const ojson body = parse_json_body(body_text);
   if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
   auto t = body.find("tokens");
   if (t == body.end() || !t->is_array()) invalid_param("tokens", "must be an array of token ids");
@@ -195,6 +223,16 @@ void Server::Impl::routes() {
       send_error(res, ApiError(401, "authentication_error", "missing or wrong API key (send 'Authorization: Bearer KEY')"));
       return httplib::Server::HandlerResponse::Handled;
     }
+    // Before any body is read: a POST must say how long its body is (or send it chunked), else
+    // it would be read to EOF; a declared length over the limit is refused unread.
+    if (req.method == "POST") {
+      const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+      if (!chunked && !req.has_header("Content-Length")) {
+        res.set_header("Connection", "close");
+        send_error(res, ApiError(411, "invalid_request_error", "a POST needs Content-Length or chunked transfer encoding"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   // Statuses httplib sets itself (unknown route 404, oversized body 413, unparsable request
@@ -211,12 +249,8 @@ void Server::Impl::routes() {
     send_error(res, ApiError(500, "server_error", "internal error"));
   });
 
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { generate(req, res, true); });
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { generate(req, res, false); });
-  });
+  post("/v1/chat/completions", [this](const std::string& body, httplib::Response& res) { generate(body, res, true); });
+  post("/v1/completions", [this](const std::string& body, httplib::Response& res) { generate(body, res, false); });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     ojson model = {{"id", opt.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "zen"},
                    {"max_model_len", engine.context_window()}};
@@ -226,12 +260,8 @@ void Server::Impl::routes() {
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(engine.stats(), opt.model_name), "text/plain; version=0.0.4");
   });
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { tokenize(req, res); });
-  });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { detokenize(req, res); });
-  });
+  post("/tokenize", [this](const std::string& body, httplib::Response& res) { tokenize(body, res); });
+  post("/detokenize", [this](const std::string& body, httplib::Response& res) { detokenize(body, res); });
   http.Get("/", [](const httplib::Request&, httplib::Response& res) {
     const std::string_view page = chat_page_html();
     res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
