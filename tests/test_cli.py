@@ -244,6 +244,27 @@ def test_tokenize_command_matches_reference_ids(source):
         assert [int(x) for x in out] == ids, text
 
 
+def test_prompts_start_with_one_bos_as_in_llama_cpp(tmp_path):
+    """SentencePiece GGUFs add BOS in the encoder; no caller adds a second one (prompts were
+    [1, 1, 403, 407] where llama.cpp gives [1, 403, 407]). Reference ids: llama.cpp's, from
+    tools/make_tokenizer_fixtures.py."""
+    need(STORIES, "stories260K")
+    texts, ref = corpus_cases("stories260k")
+    assert ref["add_bos"]
+    cases = [(t, ids) for t, ids in zip(texts, ref["ids"]) if t and not t.startswith("-")][:6]
+    for text, ids in cases:
+        out = zen("tokenize", "--tokenizer", STORIES, "--add-bos", text, check=True).stdout.split()
+        assert [int(x) for x in out] == ids, text
+        out = zen("tokenize", "--tokenizer", STORIES, text, check=True).stdout.split()
+        assert [int(x) for x in out] == ids[1:], text
+    text, ids = cases[1]
+    (tmp_path / "t.txt").write_text(text)
+    r = zen("perplexity", "--model", STORIES, "--file", tmp_path / "t.txt", "--ctx", "512", check=True)
+    assert f"scored {len(ids) - 1} tokens" in r.stderr, r.stderr
+    r = zen("run", "--model", STORIES, "--prompt", text, "--max-tokens", "1", check=True)
+    assert f"prefill: {len(ids)} tokens" in r.stderr, r.stderr
+
+
 def test_kv_cache_precision_changes_perplexity_a_little():
     need(STORIES, "stories260K")
     ppl = {}

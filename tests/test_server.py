@@ -459,3 +459,26 @@ def test_metrics_exposition(zen_server):
         assert name in text, name
     assert zen_server.metric("zen_generation_tokens_total") > 0
     assert zen_server.metric("zen_time_to_first_token_seconds_count") > 0
+
+
+def test_sentencepiece_prompts_get_one_bos_and_metrics_can_be_opened():
+    """stories260K (SentencePiece GGUF): /tokenize and a completion's prompt both start with one
+    BOS, as llama.cpp's ids (tools/make_tokenizer_fixtures.py); --open-metrics serves /metrics
+    without the key while /v1 still needs it."""
+    from conftest import STORIES, ROOT, need
+    need(STORIES, "stories260K")
+    ref = json.loads((ROOT / "tests/fixtures/tokenizer/stories260k.json").read_text())
+    texts = json.loads((ROOT / "tests/fixtures/tokenizer/corpus.json").read_text())["texts"]
+    text, ids = texts[1], ref["ids"][1]
+    server = ZenServer("--api-key", "k", "--open-metrics", model=STORIES)
+    try:
+        auth = {"Authorization": "Bearer k"}
+        status, body = server.raw("POST", "/tokenize", {"prompt": text}, headers=auth)
+        assert status == 200 and body["tokens"] == ids
+        client = server.client(api_key="k")
+        r = client.completions.create(model=server.model, prompt=text, max_tokens=1)
+        assert r.usage.prompt_tokens == len(ids)
+        assert server.raw("GET", "/metrics")[0] == 200
+        assert server.raw("GET", "/v1/models")[0] == 401
+    finally:
+        server.stop()

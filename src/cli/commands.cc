@@ -139,10 +139,8 @@ int run_command(int argc, char** argv) {
     if (f.flag("no-think")) ctx["enable_thinking"] = false;
     text = ChatTemplate(tok.chat_template()).render(ctx);
   }
-  std::vector<int32_t> ids;
-  if (tok.add_bos() && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
-  const auto body = tok.encode(text, /*parse_special=*/f.flag("chat"));
-  ids.insert(ids.end(), body.begin(), body.end());
+  const bool chat = f.flag("chat");
+  const std::vector<int32_t> ids = tok.encode(text, /*parse_special=*/chat, !(chat && tok.starts_with_bos_text(text)));
 
   StreamingDetokenizer detok(tok);
   GenerateResult r = generate(*model, ids, opts, [&](int32_t id) {
@@ -173,10 +171,7 @@ int tokenize_command(int argc, char** argv) {
   if (wants_help(f)) return 0;
   if (f.positional().size() != 1) fail("give the text as one argument: zen tokenize --tokenizer PATH TEXT");
   auto tok = Tokenizer::load(resolve_model_path(f.str("tokenizer")));
-  std::vector<int32_t> ids;
-  if (f.flag("add-bos") && tok->add_bos() && tok->bos_id() >= 0) ids.push_back(tok->bos_id());
-  const auto body = tok->encode(f.positional()[0], !f.flag("no-special"));
-  ids.insert(ids.end(), body.begin(), body.end());
+  const std::vector<int32_t> ids = tok->encode(f.positional()[0], !f.flag("no-special"), f.flag("add-bos"));
   std::string line;
   for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
   std::printf("%s\n", line.c_str());
@@ -201,10 +196,7 @@ int perplexity_command(int argc, char** argv) {
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   auto model = Model::load(resolve_model_path(f.str("model")), load);
   const Tokenizer& tok = *model->tokenizer();
-  std::vector<int32_t> ids;
-  if (tok.add_bos() && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
-  const auto body = tok.encode(read_input_file(f.str("file")), /*parse_special=*/false);
-  ids.insert(ids.end(), body.begin(), body.end());
+  const std::vector<int32_t> ids = tok.encode(read_input_file(f.str("file")), /*parse_special=*/false);
   const PerplexityResult r =
       perplexity(*model, ids, f.integer("ctx", 512), f.integer("chunks", 0), f.str("dump-logits"), batch,
                  parse_kv_cache_quant(f.str("kv-cache-quant", "auto")));

@@ -17,7 +17,7 @@ using nlohmann::json;
 class FakeTokenizer : public Tokenizer {
  public:
   explicit FakeTokenizer(std::vector<std::string> pieces) : pieces_(std::move(pieces)) {}
-  std::vector<int32_t> encode(std::string_view, bool) const override { return {}; }
+  std::vector<int32_t> encode(std::string_view, bool, bool) const override { return {}; }
   std::string token_bytes(int32_t id) const override { return pieces_.at(static_cast<size_t>(id)); }
   int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
   std::optional<int32_t> token_to_id(std::string_view) const override { return std::nullopt; }

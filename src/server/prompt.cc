@@ -19,13 +19,8 @@ PromptBuilder::PromptBuilder(const Tokenizer& tok, std::optional<ToolCallFormat>
 }
 
 std::vector<int32_t> PromptBuilder::tokenize(const std::string& text, bool add_special) const {
-  std::vector<int32_t> ids;
   // Chat templates usually write the BOS text themselves; then it is not added twice.
-  const bool has_bos_text = !tok_.bos_token().empty() && text.rfind(tok_.bos_token(), 0) == 0;
-  if (add_special && tok_.add_bos() && tok_.bos_id() >= 0 && !has_bos_text) ids.push_back(tok_.bos_id());
-  const auto body = tok_.encode(text, /*parse_special=*/true);
-  ids.insert(ids.end(), body.begin(), body.end());
-  return ids;
+  return tok_.encode(text, /*parse_special=*/true, add_special && !tok_.starts_with_bos_text(text));
 }
 
 BuiltPrompt PromptBuilder::chat(const GenerationRequest& r) const {

@@ -31,7 +31,7 @@ class ByteLevelBpeTokenizer final : public VocabTokenizer {
 
   explicit ByteLevelBpeTokenizer(Flavor flavor) : flavor_(flavor) {}
 
-  std::vector<int32_t> encode(std::string_view text, bool parse_special) const override;
+  std::vector<int32_t> encode(std::string_view text, bool parse_special, bool add_bos) const override;
   std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
     if (flavor_ == Flavor::kHuggingFace) return Tokenizer::decode(ids, skip_special);
     return VocabTokenizer::decode(ids, skip_special);
@@ -180,11 +180,10 @@ void ByteLevelBpeTokenizer::build_special_cache() {
   }
 }
 
-std::vector<int32_t> ByteLevelBpeTokenizer::encode(std::string_view text,
-                                                   bool parse_special) const {
+std::vector<int32_t> ByteLevelBpeTokenizer::encode(std::string_view text, bool parse_special, bool add_bos) const {
   if (text.size() >= UINT32_MAX) fail("tokenizer: text of ", text.size(), " bytes is too long");
   std::vector<int32_t> out;
-  if (add_bos_) out.push_back(bos_id_);
+  if (add_bos && add_bos_) out.push_back(bos_id_);
   std::vector<Fragment> fragments;
   if (flavor_ == Flavor::kHuggingFace) {
     raw_added_.split(text, parse_special, fragments);

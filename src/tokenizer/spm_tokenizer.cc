@@ -40,7 +40,7 @@ class SpmTokenizer final : public VocabTokenizer {
  public:
   explicit SpmTokenizer(const GgufFile& gguf);
 
-  std::vector<int32_t> encode(std::string_view text, bool parse_special) const override;
+  std::vector<int32_t> encode(std::string_view text, bool parse_special, bool add_bos) const override;
 
  private:
   int32_t lookup(std::string_view text) const { return index_.find(text); }
@@ -135,9 +135,9 @@ SpmTokenizer::SpmTokenizer(const GgufFile& gguf) {
   decode_options_ = {add_space_prefix_, add_bos_, add_eos_, bos_id_, eos_id_, false};
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool parse_special) const {
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool parse_special, bool add_bos) const {
   std::vector<int32_t> out;
-  if (add_bos_) out.push_back(bos_id_);
+  if (add_bos && add_bos_) out.push_back(bos_id_);
   std::vector<Fragment> fragments;
   partition_longest_first(text, parse_special ? special_cache_ : parse_always_, fragments);
   bool after_special = true;  // the text start counts as following a special token

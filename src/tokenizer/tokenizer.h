@@ -26,8 +26,14 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
 
   // Encodes text. Added/special tokens written literally in the text are recognised when
-  // parse_special is true (as HF does by default). add_bos follows the model's setting.
-  virtual std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const = 0;
+  // parse_special is true (as HF does by default). With add_bos the model's BOS comes first
+  // when the model adds one (HF's add_special_tokens); callers never prepend it themselves.
+  virtual std::vector<int32_t> encode(std::string_view text, bool parse_special = true, bool add_bos = true) const = 0;
+  // Whether text opens with the BOS token's text (a chat template that writes it itself:
+  // then encode without add_bos, or the prompt starts with two BOS).
+  bool starts_with_bos_text(std::string_view text) const {
+    return !bos_token().empty() && text.substr(0, bos_token().size()) == bos_token();
+  }
   // Raw bytes of one token (may be part of a UTF-8 character).
   virtual std::string token_bytes(int32_t id) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
