@@ -482,3 +482,23 @@ def test_sentencepiece_prompts_get_one_bos_and_metrics_can_be_opened():
         assert server.raw("GET", "/v1/models")[0] == 401
     finally:
         server.stop()
+
+
+def test_logit_bias_forces_and_bans_tokens(zen_server):
+    """OpenAI logit_bias: +100 makes every greedy token the biased one, -100 bans the token
+    greedy decoding picks first; ids outside the vocabulary are a 400 naming logit_bias."""
+    client = zen_server.client()
+    _, tok = zen_server.raw("POST", "/tokenize", {"prompt": " zen", "add_special_tokens": False})
+    (zen_id,) = tok["tokens"]
+    r = client.completions.create(model=zen_server.model, prompt="The capital of France is", max_tokens=3,
+                                  temperature=0, logit_bias={str(zen_id): 100})
+    assert r.choices[0].text == " zen" * 3
+    plain = client.completions.create(model=zen_server.model, prompt="The capital of France is", max_tokens=1,
+                                      temperature=0, logprobs=0)
+    first = zen_server.raw("POST", "/tokenize", {"prompt": plain.choices[0].text, "add_special_tokens": False})[1]["tokens"][0]
+    banned = client.completions.create(model=zen_server.model, prompt="The capital of France is", max_tokens=1,
+                                       temperature=0, logit_bias={str(first): -100})
+    assert banned.choices[0].text != plain.choices[0].text
+    e = error_of(lambda: client.completions.create(model=zen_server.model, prompt="x", max_tokens=1,
+                                                   logit_bias={"999999999": 1}))
+    assert e.status_code == 400 and "logit_bias" in e.body["message"]

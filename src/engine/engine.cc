@@ -220,6 +220,10 @@ AddResult Engine::add(std::vector<int32_t> prompt, const RequestParams& params, 
     if (t < 0 || t >= vocab)
       return {AddStatus::Invalid, 0, "token id " + std::to_string(t) + " is outside the vocabulary [0, " +
                                          std::to_string(vocab) + ")"};
+  for (const auto& [t, bias] : params.sampling.logit_bias)
+    if (t >= vocab)
+      return {AddStatus::Invalid, 0, "logit_bias: token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                         std::to_string(vocab) + ")"};
   if (params.max_tokens < 1) return {AddStatus::Invalid, 0, "max_tokens must be at least 1"};
   if (params.top_logprobs > 20) return {AddStatus::Invalid, 0, "top_logprobs must be at most 20"};
   if (n + params.max_tokens > context_window())

@@ -20,6 +20,11 @@ void SamplingParams::validate() const {
     fail("presence_penalty must be in [-2, 2], got ", presence_penalty);
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
     fail("frequency_penalty must be in [-2, 2], got ", frequency_penalty);
+  if (logit_bias.size() > kMaxLogitBias) fail("logit_bias may hold at most ", kMaxLogitBias, " tokens, got ", logit_bias.size());
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0) fail("logit_bias: token id ", token, " is negative");
+    if (!(bias >= -100.0f && bias <= 100.0f)) fail("logit_bias: the bias of token ", token, " must be in [-100, 100], got ", bias);
+  }
 }
 
 int32_t argmax(const float* logits, int64_t vocab) {
@@ -44,7 +49,9 @@ void Sampler::accept(int32_t token) {
   }
 }
 
-void Sampler::apply_penalties(float* logits, int64_t vocab) const {
+void Sampler::adjust_logits(float* logits, int64_t vocab) const {
+  for (const auto& [token, bias] : p_.logit_bias)
+    if (token < vocab) logits[token] += bias;
   if (p_.repetition_penalty != 1.0f) {
     for (int32_t t : seen_) {
       if (t < 0 || t >= vocab) continue;
@@ -61,7 +68,7 @@ void Sampler::apply_penalties(float* logits, int64_t vocab) const {
 }
 
 int32_t Sampler::sample(float* logits, int64_t vocab) {
-  apply_penalties(logits, vocab);
+  adjust_logits(logits, vocab);
   if (p_.temperature == 0.0f || p_.top_k == 1) return argmax(logits, vocab);
 
   // Candidates sorted by logit, cut by top-k first (cheap partial sort).

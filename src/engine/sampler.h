@@ -1,4 +1,4 @@
-// Token sampling: penalties, then greedy (temperature 0) or temperature + top-k + top-p +
+// Token sampling: logit bias, penalties, then greedy (temperature 0) or temperature + top-k + top-p +
 // min-p over the softmax, drawn from a seeded generator (same seed, same output).
 #pragma once
 #include <cstdint>
@@ -18,6 +18,10 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // HF/vLLM: over prompt and output; >1 discourages
   float presence_penalty = 0.0f;    // OpenAI: over output tokens
   float frequency_penalty = 0.0f;   // OpenAI: over output tokens, per occurrence
+  // OpenAI logit_bias: added to a token's logit before the penalties and sampling, greedy
+  // included; -100 / 100 in effect ban / force a token. Each in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  static constexpr size_t kMaxLogitBias = 1024;
   uint64_t seed = 0;
   bool has_seed = false;            // false: seeded from std::random_device
 
@@ -33,7 +37,7 @@ class Sampler {
   void accept(int32_t token);
 
  private:
-  void apply_penalties(float* logits, int64_t vocab) const;
+  void adjust_logits(float* logits, int64_t vocab) const;  // logit bias, then penalties
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int32_t> output_counts_;

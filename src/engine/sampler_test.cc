@@ -33,6 +33,27 @@ TEST(Sampler, GreedyIsArgmaxFirstMaximum) {
   EXPECT_EQ(draw(p, l), 1);
 }
 
+TEST(Sampler, LogitBiasBansAndForcesTokensGreedyOrSampled) {
+  const auto l = random_logits(300, 11);
+  const int32_t best = argmax(l.data(), 300);
+  SamplingParams ban;
+  ban.logit_bias = {{best, -100.0f}};
+  EXPECT_NE(draw(ban, l), best);
+  SamplingParams force;
+  force.logit_bias = {{17, 100.0f}};
+  force.temperature = 1.0f;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    force.seed = seed;
+    force.has_seed = true;
+    EXPECT_EQ(draw(force, l), 17);
+  }
+  SamplingParams bad;
+  bad.logit_bias = {{3, 101.0f}};
+  EXPECT_THROW(bad.validate(), Error);
+  bad.logit_bias = {{-1, 1.0f}};
+  EXPECT_THROW(bad.validate(), Error);
+}
+
 TEST(Sampler, SameSeedSameSequence) {
   SamplingParams p;
   p.temperature = 1.0f;

@@ -1,5 +1,6 @@
 #include "server/request.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -101,6 +102,21 @@ void parse_common(const ojson& body, GenerationRequest& r) {
   if (f.get("seed") != nullptr) {
     s.has_seed = true;
     s.seed = static_cast<uint64_t>(f.integer("seed", 0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+  }
+  if (const ojson* bias = f.get("logit_bias"); bias != nullptr && !bias->is_null()) {
+    // OpenAI: {"token id": bias in [-100, 100]}; ids beyond the vocabulary are refused by the engine.
+    if (!bias->is_object()) invalid_param("logit_bias", "must be an object mapping token ids to biases, got ", type_name(*bias));
+    if (bias->size() > SamplingParams::kMaxLogitBias)
+      invalid_param("logit_bias", "may hold at most ", SamplingParams::kMaxLogitBias, " tokens, got ", bias->size());
+    for (const auto& [key, value] : bias->items()) {
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+        invalid_param("logit_bias", "keys must be token ids (non-negative integers as strings), got '", key, "'");
+      if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
+        invalid_param("logit_bias", "the bias of token ", key, " must be a number in [-100, 100]");
+      s.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(value.get<double>()));
+    }
   }
   const int64_t n = f.integer("n", 1, 1, 1 << 20);
   if (n != 1) invalid_param("n", "must be 1 (one choice per request is supported), got ", n);

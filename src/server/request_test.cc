@@ -81,6 +81,19 @@ TEST(ServerRequest, NamesTheOffendingParameter) {
   EXPECT_EQ(rejected_param(R"({"prompt": ["a", "b"]})", false), "prompt");
   EXPECT_EQ(rejected_param(R"({"prompt": [1, -2]})", false), "prompt");
   EXPECT_EQ(rejected_param(R"({"prompt": "x", "logprobs": 99})", false), "logprobs");
+  for (const char* bias : {R"("logit_bias": [1])", R"("logit_bias": {"abc": 1})", R"("logit_bias": {"-3": 1})",
+                           R"("logit_bias": {"12x": 1})", R"("logit_bias": {"5": 101})", R"("logit_bias": {"5": "x"})",
+                           R"("logit_bias": {"99999999999": 1})"})
+    EXPECT_EQ(rejected_param(chat_with(bias)), "logit_bias") << bias;
+}
+
+TEST(ServerRequest, LogitBiasMapsTokenIdsToBiases) {
+  const GenerationRequest r = parse_chat_request(parse_json_body(chat_with(R"("logit_bias": {"7": -100, "42": 2.5})")));
+  const std::vector<std::pair<int32_t, float>> want = {{7, -100.0f}, {42, 2.5f}};
+  EXPECT_EQ(r.params.sampling.logit_bias, want);
+  std::string many = R"("logit_bias": {)";
+  for (int i = 0; i <= 1024; ++i) many += (i ? ", \"" : "\"") + std::to_string(i) + "\": 1";
+  EXPECT_EQ(rejected_param(chat_with(many + "}")), "logit_bias");
 }
 
 TEST(ServerRequest, RejectsMalformedBodiesWithoutParsingThemDeeply) {
