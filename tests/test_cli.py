@@ -265,6 +265,26 @@ def test_prompts_start_with_one_bos_as_in_llama_cpp(tmp_path):
     assert f"prefill: {len(ids)} tokens" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("key, value", [("head_dim", 2**31), ("intermediate_size", 2**40),
+                                        ("max_position_embeddings", 2**40)])
+def test_absurd_config_values_are_refused_before_allocating(tmp_path, key, value):
+    """Under a 1 GiB address-space cap: the checkpoint is refused by the config's name, not by
+    bad_alloc after gigabytes were allocated."""
+    import resource
+    import shutil
+    import subprocess
+    from conftest import ZEN
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE_MODEL, model)
+    config = json.loads((model / "config.json").read_text())
+    config[key] = value
+    (model / "config.json").write_text(json.dumps(config))
+    cap = lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    r = subprocess.run([str(ZEN), "run", "--model", str(model), "--prompt", "hi", "--max-tokens", "1"],
+                       capture_output=True, text=True, timeout=60, preexec_fn=cap)
+    assert r.returncode == 1 and key in r.stderr and "bad_alloc" not in r.stderr, r.stderr
+
+
 def test_kv_cache_precision_changes_perplexity_a_little():
     need(STORIES, "stories260K")
     ppl = {}

@@ -299,6 +299,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     if (c.full_attention_interval <= 0) fail(g.path(), ": ", a, ".full_attention_interval must be positive");
     for (int64_t i = 0; i < c.num_layers; ++i)  // llama.cpp's rule: recurrent unless (i + 1) % interval == 0
       c.layer_types.push_back((i + 1) % c.full_attention_interval == 0 ? "full_attention" : "linear_attention");
+  } else if (const std::optional<int64_t> rot = g.get_int(a + ".rope.dimension_count"); rot && *rot != c.head_dim) {
+    // Dense models here rotate the whole head; a file that says otherwise is refused, not misread.
+    fail(g.path(), ": ", a, ".rope.dimension_count ", *rot, " differs from head_dim ", c.head_dim,
+         " (partial rotary is supported for the hybrid architectures only)");
   }
   // llama.cpp's converter permutes llama Q/K rows so that rope rotates adjacent pairs.
   c.rope_interleaved = a == "llama";
@@ -360,6 +364,21 @@ void ModelConfig::validate() const {
   positive(num_kv_heads, "num_key_value_heads");
   positive(head_dim, "head_dim");
   positive(max_position_embeddings, "max_position_embeddings");
+  // Sane maxima, checked before anything is sized by them (a head_dim of 2^31 allocated
+  // gigabytes before the tensors' shapes refused the checkpoint). The largest real values
+  // are far below: head_dim 256, 128 heads, intermediate 73,728 (Llama 3 405B: 53,248), 10M
+  // positions (Llama 4 Scout).
+  auto at_most = [](int64_t v, int64_t most, const char* what) {
+    if (v > most) fail("model config: ", what, " must be at most ", most, ", got ", v);
+  };
+  at_most(head_dim, 1024, "head_dim");
+  at_most(num_heads, 1024, "num_attention_heads");
+  at_most(num_kv_heads, 1024, "num_key_value_heads");
+  at_most(intermediate_size, int64_t{1} << 20, "intermediate_size");
+  at_most(moe_intermediate_size, int64_t{1} << 20, "moe_intermediate_size");
+  at_most(shared_expert_intermediate_size, int64_t{1} << 20, "shared_expert_intermediate_size");
+  at_most(max_position_embeddings, int64_t{1} << 26, "max_position_embeddings");
+  at_most(rope_original_max_position, int64_t{1} << 26, "original_max_position_embeddings");
   if (num_heads % num_kv_heads != 0)
     fail("model config: num_attention_heads (", num_heads, ") is not a multiple of num_key_value_heads (",
          num_kv_heads, ")");

@@ -354,6 +354,15 @@ std::string config_chat_template(const json& config) {
   fail("tokenizer_config.json: chat_template is neither a string nor a list");
 }
 
+// A token id from tokenizer.json, range-checked before narrowing (2^40 used to wrap to 0).
+int32_t json_token_id(const json& id, const std::string& what) {
+  if (!id.is_number_integer()) fail("tokenizer.json: ", what, " is not an integer");
+  const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() < (1u << 24)
+                                                : id.get<int64_t>() >= 0 && id.get<int64_t>() < (1 << 24);
+  if (!in_range) fail("tokenizer.json: ", what, " ", id.dump(), " is outside [0, 2^24)");
+  return static_cast<int32_t>(id.get<int64_t>());
+}
+
 void load_json_model(ByteLevelBpeTokenizer& tok, const json& model) {
   const char* where = "tokenizer.json model";
   if (string_member(model, "type", where) != "BPE") {
@@ -372,10 +381,7 @@ void load_json_model(ByteLevelBpeTokenizer& tok, const json& model) {
   tok.ignore_merges_ = bool_member(model, "ignore_merges", false);
   const json& vocab = member(model, "vocab", where);
   if (!vocab.is_object()) fail("tokenizer.json: model.vocab is not an object");
-  for (const auto& [text, id] : vocab.items()) {
-    if (!id.is_number_integer()) fail("tokenizer.json: vocab id of '", text, "' is not an integer");
-    tok.set_token(id.get<int32_t>(), text, kAttrNormal);
-  }
+  for (const auto& [text, id] : vocab.items()) tok.set_token(json_token_id(id, "vocab id of '" + text + "'"), text, kAttrNormal);
 }
 
 void load_json_merges(ByteLevelBpeTokenizer& tok, const json& model) {
@@ -406,9 +412,7 @@ void load_json_added_tokens(ByteLevelBpeTokenizer& tok, const json& root) {
   if (!added.is_array()) fail("tokenizer.json: added_tokens is not a list");
   for (const json& a : added) {
     AddedToken t;
-    const json& id = member(a, "id", "tokenizer.json added token");
-    if (!id.is_number_integer()) fail("tokenizer.json: added token id is not an integer");
-    t.id = id.get<int32_t>();
+    t.id = json_token_id(member(a, "id", "tokenizer.json added token"), "added token id");
     t.content = string_member(a, "content", "tokenizer.json added token");
     t.special = bool_member(a, "special", false);
     t.lstrip = bool_member(a, "lstrip", false);

@@ -223,10 +223,12 @@ uint8_t gguf_token_attr(const GgufNumberArray& types, size_t i) {
 
 int32_t gguf_token_id(const GgufFile& gguf, const std::string& key, int32_t fallback,
                       int32_t vocab_size) {
-  // llama.cpp: out-of-range values (e.g. 0xFFFFFFFF for "none") keep the default.
+  // -1 / 0xFFFFFFFF mean "none" (llama.cpp keeps the default then); any other id outside the
+  // vocabulary is a broken file, refused by name (llama.cpp only warns).
   if (fallback >= vocab_size) fallback = -1;
   const std::optional<int64_t> id = gguf.get_int(key);
-  if (!id || *id < 0 || *id >= vocab_size) return fallback;
+  if (!id || *id == -1 || *id == 0xFFFFFFFF) return fallback;
+  if (*id < 0 || *id >= vocab_size) fail(gguf.path(), ": ", key, " = ", *id, " is outside the vocabulary [0, ", vocab_size, ")");
   return static_cast<int32_t>(*id);
 }
 

@@ -347,6 +347,10 @@ TEST(TokenizerTest, MalformedTokenizerJsonIsAnError) {
   EXPECT_THROW(Tokenizer::from_tokenizer_json(broken([](json& j) { j["model"]["type"] = "WordPiece"; })), Error);
   EXPECT_THROW(Tokenizer::from_tokenizer_json(broken([](json& j) { j["model"]["vocab"]["h"] = "x"; })), Error);
   EXPECT_THROW(Tokenizer::from_tokenizer_json(broken([](json& j) { j["model"]["vocab"]["h"] = -5; })), Error);
+  // Ids past int32 used to wrap (2^40 became token 0).
+  EXPECT_THROW(Tokenizer::from_tokenizer_json(broken([](json& j) { j["model"]["vocab"]["h"] = int64_t{1} << 40; })), Error);
+  EXPECT_THROW(Tokenizer::from_tokenizer_json(broken([](json& j) { j["model"]["vocab"]["h"] = uint64_t{1} << 63; })), Error);
+  EXPECT_THROW(Tokenizer::from_tokenizer_json(broken([](json& j) { j["added_tokens"][0]["id"] = int64_t{1} << 40; })), Error);
   EXPECT_THROW(Tokenizer::from_tokenizer_json(broken([](json& j) { j["model"]["merges"] = 3; })), Error);
   EXPECT_THROW(Tokenizer::from_tokenizer_json(broken([](json& j) {
                  j["model"]["merges"].push_back(json::array({"q", "zz"}));
@@ -378,7 +382,7 @@ TEST(TokenizerTest, MalformedTokenizerJsonIsAnError) {
 }
 
 // A SentencePiece vocabulary in a GGUF written by the test.
-std::string tiny_spm_gguf(bool with_bytes) {
+std::string tiny_spm_gguf(bool with_bytes, uint32_t bos_id = 1) {
   testing_io::GgufBuilder b;
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a",
                                      "ab", "\xE2\x96\x81" "ab"};
@@ -401,9 +405,23 @@ std::string tiny_spm_gguf(bool with_bytes) {
   testing_io::put_u64(b.kv, scores.size());
   for (float s : scores) testing_io::put_le(b.kv, s);
   b.add_i32s("tokenizer.ggml.token_type", types);
-  b.add_u32("tokenizer.ggml.bos_token_id", 1);
+  b.add_u32("tokenizer.ggml.bos_token_id", bos_id);
   b.add_u32("tokenizer.ggml.eos_token_id", 2);
   return b.build();
+}
+
+// A BOS id outside the vocabulary is a broken file, refused by name; 0xFFFFFFFF means none.
+TEST(TokenizerTest, GgufSpecialIdsOutsideTheVocabularyAreRefused) {
+  const std::string path = testing_io::temp_path("spm_bad_bos.gguf");
+  testing_io::write_file(path, tiny_spm_gguf(true, 5000));
+  try {
+    Tokenizer::load(path);
+    ADD_FAILURE() << "BOS 5000 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.bos_token_id = 5000"), std::string::npos) << e.what();
+  }
+  testing_io::write_file(path, tiny_spm_gguf(true, 0xFFFFFFFFu));
+  EXPECT_EQ(Tokenizer::load(path)->bos_id(), 1);  // none given: SentencePiece's default <s>
 }
 
 TEST(TokenizerTest, TinySentencePieceGguf) {

@@ -1,0 +1,69 @@
+// ModelConfig's checks run before anything is sized by the config: each absurd value is refused
+// by name (a head_dim of 2^31 used to allocate gigabytes before the tensors refused the file).
+#include "model/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/mmap.h"
+#include "io/gguf.h"
+#include "io/io_test_writers.h"
+
+namespace zen {
+namespace {
+
+nlohmann::json fixture_config() {
+  const auto path = std::filesystem::path(ZEN_SOURCE_DIR) / "tests/fixtures/models/qwen3_f32/config.json";
+  return nlohmann::json::parse(read_text_file(path.string()));
+}
+
+TEST(ModelConfigLimits, AbsurdSizesAreRefusedByName) {
+  EXPECT_NO_THROW(ModelConfig::from_hf(fixture_config()));
+  const std::pair<const char*, int64_t> cases[] = {
+      {"head_dim", int64_t{1} << 31},           {"num_attention_heads", 1 << 20},
+      {"num_key_value_heads", 1 << 20},         {"intermediate_size", int64_t{1} << 40},
+      {"max_position_embeddings", int64_t{1} << 40}, {"num_hidden_layers", 1 << 20},
+      {"hidden_size", int64_t{1} << 40},        {"vocab_size", int64_t{1} << 40}};
+  for (const auto& [key, value] : cases) {
+    nlohmann::json j = fixture_config();
+    j[key] = value;
+    if (std::string(key) == "num_attention_heads") j["num_key_value_heads"] = value;  // keep the GQA ratio valid
+    try {
+      ModelConfig::from_hf(j);
+      ADD_FAILURE() << key << " = " << value << " accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      const bool named = what.find(key) != std::string::npos || what.find("implausible") != std::string::npos;
+      EXPECT_TRUE(named) << key << ": " << what;
+    }
+  }
+}
+
+// A dense GGUF whose rope.dimension_count is not its head_dim (partial rotary) is refused by
+// name instead of being read as a full rotation.
+TEST(ModelConfigLimits, DenseGgufRotaryDimensionMustBeTheHeadDim) {
+  auto config_of = [](uint32_t rot) {
+    testing_io::GgufBuilder b;
+    b.add_string("general.architecture", "qwen3");
+    for (const auto& [key, value] : std::vector<std::pair<std::string, uint32_t>>{
+             {"embedding_length", 64}, {"block_count", 2}, {"feed_forward_length", 64}, {"attention.head_count", 4},
+             {"attention.head_count_kv", 2}, {"attention.key_length", 16}, {"rope.dimension_count", rot}})
+      b.add_u32("qwen3." + key, value);
+    b.add_strings("tokenizer.ggml.tokens", std::vector<std::string>(64, "t"));
+    const std::string path = testing_io::temp_path("dense_rot.gguf");
+    testing_io::write_file(path, b.build());
+    return ModelConfig::from_gguf(GgufFile(path));
+  };
+  EXPECT_EQ(config_of(16).head_dim, 16);
+  try {
+    config_of(8);
+    ADD_FAILURE() << "partial rotary accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rope.dimension_count 8 differs from head_dim 16"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace zen
