@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/scratch.h"
 #include "tokenizer/unicode.h"
 
 namespace zen {
@@ -110,6 +111,8 @@ void BpeMerges::encode(std::string_view bytes, std::vector<int32_t>& out) const 
   };
   thread_local std::vector<Symbol> symbols;
   thread_local std::vector<Candidate> heap;
+  const ScratchGuard keep_symbols_bounded(symbols);
+  const ScratchGuard keep_heap_bounded(heap);
   symbols.clear();
   heap.clear();
   for (char b : bytes) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/scratch.h"
 #include "io/gguf.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretokenizer.h"
@@ -215,6 +216,7 @@ std::vector<int32_t> ByteLevelBpeTokenizer::encode(std::string_view text, bool p
 
 void ByteLevelBpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
   thread_local std::vector<PreTokenizer::Piece> pieces;
+  const ScratchGuard keep_bounded(pieces);
   pieces.clear();
   pre_.split(text, pieces);
   for (const auto& p : pieces) encode_piece(text.substr(p.begin, p.end - p.begin), out);

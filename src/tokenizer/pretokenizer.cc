@@ -1,5 +1,6 @@
 #include "tokenizer/pretokenizer.h"
 
+#include "base/scratch.h"
 #include "tokenizer/unicode.h"
 
 namespace zen {
@@ -156,6 +157,7 @@ void split_range(const std::vector<Char>& chars, size_t begin, size_t end,
 
 void PreTokenizer::split(std::string_view text, std::vector<Piece>& out) const {
   thread_local std::vector<Char> chars;
+  const ScratchGuard keep_bounded(chars);
   decode_chars(text, chars);
   const size_t n = chars.size() - 1;
   if (kind != PreTokenizerKind::kDigitsThenGpt2) {
