@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Builds tests/fixtures/chat/*.json: chat-template renderings by HF transformers, the
-reference that src/tokenizer/chat_template.cc must match byte for byte.
+reference that src/template/chat_template.cc must match byte for byte.
 
   .venv-tools/bin/python tools/make_chat_fixtures.py [--shared ../shared/data] [--out tests/fixtures/chat]
 

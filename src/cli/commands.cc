@@ -19,7 +19,7 @@
 #include "model/hybrid.h"
 #include "model/linear.h"
 #include "model/model.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace zen::cli {

@@ -9,7 +9,7 @@
 
 #include "server/request.h"
 #include "server/tool_parser.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace zen::server {

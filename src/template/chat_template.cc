@@ -1,7 +1,7 @@
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
-#include "tokenizer/jinja_parser.h"
-#include "tokenizer/jinja_render.h"
+#include "template/jinja_parser.h"
+#include "template/jinja_render.h"
 
 namespace zen {
 namespace {

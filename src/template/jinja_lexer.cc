@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "base/error.h"
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_text.h"
 
 namespace zen::jinja {
 namespace {

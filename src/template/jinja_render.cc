@@ -1,9 +1,9 @@
-#include "tokenizer/jinja_render.h"
+#include "template/jinja_render.h"
 
 #include <cmath>
 
 #include "base/error.h"
-#include "tokenizer/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace zen::jinja {
 namespace {

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "base/error.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_text.h"
 
 namespace zen::jinja {
 namespace {

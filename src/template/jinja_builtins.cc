@@ -1,13 +1,13 @@
 // Attribute and item access, Python str/dict/list methods, iteration, globals and
 // printf-style formatting. Filters and tests are in jinja_filters.cc.
-#include "tokenizer/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 
 #include "base/error.h"
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_text.h"
 
 namespace zen::jinja {
 namespace {

@@ -1,9 +1,9 @@
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_parser.h"
 
 #include <initializer_list>
 
 #include "base/error.h"
-#include "tokenizer/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace zen::jinja {
 namespace {

@@ -5,8 +5,8 @@
 #pragma once
 #include <string>
 
-#include "tokenizer/jinja_parser.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_parser.h"
+#include "template/jinja_value.h"
 
 namespace zen::jinja {
 

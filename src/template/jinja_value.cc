@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 #include <algorithm>
 #include <charconv>
@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "base/error.h"
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_text.h"
 
 namespace zen::jinja {
 namespace {

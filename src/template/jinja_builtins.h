@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 namespace zen::jinja {
 

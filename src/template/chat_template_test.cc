@@ -1,6 +1,6 @@
 // Chat templates rendered byte for byte as HF transformers does. Expected strings come from
 // tests/fixtures/chat/*.json, written by tools/make_chat_fixtures.py.
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 
 #include "base/error.h"
 #include "io/gguf.h"
-#include "tokenizer/jinja_parser.h"
-#include "tokenizer/jinja_render.h"
+#include "template/jinja_parser.h"
+#include "template/jinja_render.h"
 
 namespace zen {
 namespace {
