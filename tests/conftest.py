@@ -5,7 +5,8 @@ import subprocess
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-ZEN = ROOT / "build" / "zen"
+# ZEN_BINARY runs the suite against another build (test.sh: the ASan one for LeakSanitizer).
+ZEN = pathlib.Path(os.environ.get("ZEN_BINARY", ROOT / "build" / "zen")).resolve()
 SHARED = ROOT.parent / "shared" / "data"
 STORIES = SHARED / "stories260K" / "stories260K.gguf"
 DEFAULT_MODEL = pathlib.Path(os.environ.get("ZEN_DEFAULT_MODEL", ROOT / "models" / "default" / "model.gguf"))
