@@ -35,8 +35,8 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start_server(model, extra):
-    cmd = [os.path.join(ROOT, "build", "zen"), "serve", "--port", "0", "--context-window", "4096", *extra]
+def start_server(zen, model, extra):
+    cmd = [zen, "serve", "--port", "0", "--context-window", "4096", *extra]
     if model:
         cmd += ["--model", model]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -143,6 +143,7 @@ class Soak:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="model for the server it starts (default: zen's default model)")
+    ap.add_argument("--zen", default=os.path.join(ROOT, "build", "zen"), help="the zen binary (default build/zen)")
     ap.add_argument("--url", help="a running zen serve instead")
     ap.add_argument("--pid", type=int, help="its process id (for RSS)")
     ap.add_argument("--minutes", type=float, default=30)
@@ -156,7 +157,7 @@ def main():
     if args.url:
         url, pid = args.url.rstrip("/"), args.pid
     else:
-        proc, url = start_server(args.model, ["--threads", "2"])
+        proc, url = start_server(args.zen, args.model, ["--threads", "2"])
         pid = proc.pid
     try:
         with urllib.request.urlopen(url + "/v1/models", timeout=30) as r:

@@ -11,6 +11,10 @@ namespace {
 
 using nlohmann::json;
 
+// Most decoder layers a config may declare (validate() refuses more). Checked as soon as the
+// count is read: a per-layer schedule is built from it before validate() runs.
+constexpr int64_t kMaxLayers = 1024;
+
 // Reads an integer field; throws naming the key when it has the wrong type.
 int64_t get_int(const json& j, const char* key, int64_t fallback) {
   auto it = j.find(key);
@@ -137,6 +141,8 @@ void read_gguf_hybrid(const GgufFile& g, const std::string& a, ModelConfig& c) {
   c.linear_value_head_dim = inner / c.linear_num_value_heads;
   c.full_attention_interval = g.get_int(a + ".full_attention_interval").value_or(4);
   c.nextn_layers = g.get_int(a + ".nextn_predict_layers").value_or(0);
+  if (c.nextn_layers < 0 || c.nextn_layers > kMaxLayers)
+    fail(g.path(), ": ", a, ".nextn_predict_layers ", c.nextn_layers, " is implausible");
   if (g.find(a + ".attention.recurrent_layers") != nullptr)
     fail(g.path(), ": ", a, ".attention.recurrent_layers (an explicit layer schedule) is not supported yet");
   if (a == "qwen35moe" || a == "qwen3next") {
@@ -192,6 +198,8 @@ void read_hybrid(const json& j, ModelConfig& c) {
   } else {
     if (c.full_attention_interval <= 0)
       fail("config.json: full_attention_interval must be positive, got ", c.full_attention_interval);
+    if (c.num_layers > kMaxLayers)
+      fail("config.json: num_hidden_layers ", c.num_layers, " is implausible (at most ", kMaxLayers, ")");
     for (int64_t i = 0; i < c.num_layers; ++i)
       c.layer_types.push_back((i + 1) % c.full_attention_interval == 0 ? "full_attention" : "linear_attention");
   }
@@ -282,7 +290,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.intermediate_size = a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next"
                             ? g.get_int(a + ".feed_forward_length").value_or(c.moe_intermediate_size)
                             : need_int("feed_forward_length");
-  c.num_layers = need_int("block_count") - c.nextn_layers;
+  const int64_t blocks = need_int("block_count");
+  if (blocks < 0 || blocks - c.nextn_layers > kMaxLayers)  // nextn_layers is in [0, kMaxLayers]
+    fail(g.path(), ": ", a, ".block_count ", blocks, " is implausible (at most ", kMaxLayers, " decoder layers)");
+  c.num_layers = blocks - c.nextn_layers;
   c.num_heads = need_int("attention.head_count");
   c.num_kv_heads = g.get_int(a + ".attention.head_count_kv").value_or(c.num_heads);
   c.head_dim = g.get_int(a + ".attention.key_length").value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
@@ -385,7 +396,7 @@ void ModelConfig::validate() const {
   if (head_dim % 2 != 0) fail("model config: head_dim must be even for rotary, got ", head_dim);
   if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps)) fail("model config: rms_norm_eps must be positive");
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) fail("model config: rope_theta must be positive");
-  if (num_layers > 1024 || hidden_size > (1 << 20) || vocab_size > (1 << 24))
+  if (num_layers > kMaxLayers || hidden_size > (1 << 20) || vocab_size > (1 << 24))
     fail("model config: implausible sizes (layers ", num_layers, ", hidden ", hidden_size, ", vocab ",
          vocab_size, ")");
   if (num_experts < 0 || num_experts > 4096) fail("model config: implausible num_experts ", num_experts);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -362,6 +363,31 @@ TEST(HybridConfig, GgufMetadataIsReadAndCheckedByName) {
   const std::string explicit_schedule =
       gguf_config_error([](auto& b) { b.add_i32s("qwen35.attention.recurrent_layers", {1, 1, 1, 0}); });
   EXPECT_NE(explicit_schedule.find("recurrent_layers"), std::string::npos) << explicit_schedule;
+}
+
+// A lying layer count is refused before the layer schedule is built from it (found by
+// fuzz/gguf.cc): 2^32 - 16 blocks pushed billions of layer types, gigabytes, before
+// validate() saw the count, and a nextn_predict_layers of INT64_MIN overflowed
+// block_count - nextn_predict_layers. config.json's num_hidden_layers went the same way.
+TEST(HybridConfig, AbsurdLayerCountsAreRefusedBeforeUse) {
+  const std::string blocks = gguf_config_error([](auto& b) { b.add_u32("qwen35.block_count", 0xFFFFFFF0u); });
+  EXPECT_NE(blocks.find("qwen35.block_count 4294967280 is implausible"), std::string::npos) << blocks;
+  const std::string nextn = gguf_config_error([](auto& b) {
+    b.key("qwen35.nextn_predict_layers", testing_io::kI64);
+    testing_io::put_le(b.kv, std::numeric_limits<int64_t>::min());
+  });
+  EXPECT_NE(nextn.find("qwen35.nextn_predict_layers -9223372036854775808 is implausible"), std::string::npos)
+      << nextn;
+  const nlohmann::json j = {{"model_type", "qwen3_5_text"}, {"vocab_size", 64}, {"hidden_size", 32},
+                            {"intermediate_size", 64}, {"num_hidden_layers", int64_t{1} << 40},
+                            {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 16}};
+  try {
+    ModelConfig::from_hf(j);
+    ADD_FAILURE() << "2^40 layers accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_hidden_layers 1099511627776 is implausible"), std::string::npos)
+        << e.what();
+  }
 }
 
 // The vision tower of a composite checkpoint is ignored by a named rule, not silently.
