@@ -179,8 +179,13 @@ ojson normalize_tool_calls(const ojson& calls, const std::string& param) {
     ojson args = ojson::object();
     if (const ojson* a = ff.get("arguments")) {
       if (a->is_string()) {
-        args = ojson::parse(a->get<std::string>(), nullptr, /*allow_exceptions=*/false);
-        if (args.is_discarded()) invalid_param(param + "[].function.arguments", "must be a JSON text");
+        // With the body's limits: the text is not covered by the body's depth check, and a
+        // 4 MB "[[[[..." here was copied recursively below until the stack overflowed.
+        try {
+          args = parse_json_body(a->get<std::string>());
+        } catch (const ApiError& e) {
+          invalid_param(param + "[].function.arguments", "must be a JSON text (", e.what(), ")");
+        }
       } else if (a->is_object()) {
         args = *a;
       } else {
@@ -198,6 +203,7 @@ void parse_messages(const ojson& body, GenerationRequest& r) {
   auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty())
     invalid_param("messages", "must be a non-empty array of messages");
+  if (it->size() > kMaxMessages) invalid_param("messages", "may hold at most ", kMaxMessages, " messages, got ", it->size());
   for (size_t i = 0; i < it->size(); ++i) {
     const ojson& m = (*it)[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
@@ -223,6 +229,7 @@ void parse_tools(const ojson& body, GenerationRequest& r) {
   Fields f(body, "");
   if (const ojson* tools = f.get("tools")) {
     if (!tools->is_array()) invalid_param("tools", "must be an array, got ", type_name(*tools));
+    if (tools->size() > kMaxTools) invalid_param("tools", "may hold at most ", kMaxTools, " tools, got ", tools->size());
     for (size_t i = 0; i < tools->size(); ++i) {
       const ojson& t = (*tools)[i];
       const std::string at = "tools[" + std::to_string(i) + "]";
@@ -231,7 +238,9 @@ void parse_tools(const ojson& body, GenerationRequest& r) {
       auto fn = t.find("function");
       if (fn == t.end() || !fn->is_object()) invalid_param(at + ".function", "must be an object");
       Fields ff(*fn, at + ".function.");
-      if (ff.string("name", "").empty()) invalid_param(at + ".function.name", "must be a non-empty string");
+      const std::string name = ff.string("name", "");
+      if (name.empty() || name.size() > kMaxToolNameBytes)
+        invalid_param(at + ".function.name", "must be a non-empty string of at most ", kMaxToolNameBytes, " bytes");
       if (const ojson* p = ff.get("parameters"); p != nullptr && !p->is_object())
         invalid_param(at + ".function.parameters", "must be an object (a JSON schema)");
     }

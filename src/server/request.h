@@ -44,6 +44,9 @@ struct GenerationRequest {
 // max_depth (400) before building a tree from it.
 // An object of more than kMaxObjectKeys keys is refused the same way, while parsing.
 inline constexpr int64_t kMaxObjectKeys = 10000;
+// Request sizes past which a field is refused with a 400 naming it (the 8 MiB body bounds the
+// rest): a probe's 100k-character tool name became a 12,622-token prompt.
+inline constexpr size_t kMaxMessages = 10000, kMaxTools = 256, kMaxToolNameBytes = 256;
 ojson parse_json_body(std::string_view body, int max_depth = 64);
 
 GenerationRequest parse_chat_request(const ojson& body);

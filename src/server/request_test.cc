@@ -81,6 +81,15 @@ TEST(ServerRequest, NamesTheOffendingParameter) {
   EXPECT_EQ(rejected_param(R"({"prompt": ["a", "b"]})", false), "prompt");
   EXPECT_EQ(rejected_param(R"({"prompt": [1, -2]})", false), "prompt");
   EXPECT_EQ(rejected_param(R"({"prompt": "x", "logprobs": 99})", false), "logprobs");
+  EXPECT_EQ(rejected_param(chat_with(R"("tools": [{"type": "function", "function": {"name": ")" + std::string(257, 'f') +
+                                     R"("}}])")),
+            "tools[0].function.name");
+  std::string tools = R"("tools": [)";
+  for (int i = 0; i <= 256; ++i) tools += std::string(i ? "," : "") + R"({"type": "function", "function": {"name": "f"}})";
+  EXPECT_EQ(rejected_param(chat_with(tools + "]")), "tools");
+  std::string messages = R"({"messages": [)";
+  for (int i = 0; i <= 10000; ++i) messages += std::string(i ? "," : "") + R"({"role": "user", "content": "hi"})";
+  EXPECT_EQ(rejected_param(messages + "]}"), "messages");
   for (const char* bias : {R"("logit_bias": [1])", R"("logit_bias": {"abc": 1})", R"("logit_bias": {"-3": 1})",
                            R"("logit_bias": {"12x": 1})", R"("logit_bias": {"5": 101})", R"("logit_bias": {"5": "x"})",
                            R"("logit_bias": {"99999999999": 1})"})
@@ -102,6 +111,13 @@ TEST(ServerRequest, RejectsMalformedBodiesWithoutParsingThemDeeply) {
   EXPECT_EQ(rejected_param(std::string(100000, '[')), "<none>");       // deep nesting
   EXPECT_EQ(rejected_param("{\"messages\": \"\xff\xfe\"}"), "<none>");  // invalid UTF-8
   EXPECT_EQ(rejected_param(""), "<none>");
+  // Tool-call arguments arrive as JSON text inside a string, past the body's depth check: they
+  // get the same limits. 300,000 levels (as fuzz/corpus/request/regress_deep_tool_arguments.json,
+  // deeper) overflowed the stack while the request was normalized.
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  EXPECT_EQ(rejected_param(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": ")" +
+                           deep + R"("}}]}]})"),
+            "messages[0].tool_calls[].function.arguments");
 }
 
 TEST(ServerRequest, ContentPartsAndToolCallArgumentsAreNormalized) {
