@@ -144,6 +144,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="model for the server it starts (default: zen's default model)")
     ap.add_argument("--zen", default=os.path.join(ROOT, "build", "zen"), help="the zen binary (default build/zen)")
+    ap.add_argument("--server-args", default="", help="extra flags for the server it starts, e.g. '--kv-memory 512M'")
     ap.add_argument("--url", help="a running zen serve instead")
     ap.add_argument("--pid", type=int, help="its process id (for RSS)")
     ap.add_argument("--minutes", type=float, default=30)
@@ -157,7 +158,7 @@ def main():
     if args.url:
         url, pid = args.url.rstrip("/"), args.pid
     else:
-        proc, url = start_server(args.zen, args.model, ["--threads", "2"])
+        proc, url = start_server(args.zen, args.model, ["--threads", "2", *args.server_args.split()])
         pid = proc.pid
     try:
         with urllib.request.urlopen(url + "/v1/models", timeout=30) as r:
