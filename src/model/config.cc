@@ -400,6 +400,15 @@ void ModelConfig::validate() const {
     fail("model config: implausible sizes (layers ", num_layers, ", hidden ", hidden_size, ", vocab ",
          vocab_size, ")");
   if (num_experts < 0 || num_experts > 4096) fail("model config: implausible num_experts ", num_experts);
+  // Each size may be plausible and their product not: parameter counts (zen inspect's, in
+  // int64) would overflow. 2^52 parameters is 4,000 times a trillion-parameter model.
+  const double mlp = std::max(static_cast<double>(intermediate_size),
+                              static_cast<double>(num_experts) * static_cast<double>(moe_intermediate_size) +
+                                  static_cast<double>(shared_expert_intermediate_size));
+  const double per_layer = 3.0 * static_cast<double>(hidden_size) * mlp +
+                           4.0 * static_cast<double>(hidden_size) * static_cast<double>(num_heads * head_dim);
+  const double total = per_layer * static_cast<double>(num_layers) + 2.0 * static_cast<double>(vocab_size) * static_cast<double>(hidden_size);
+  if (total > 0x1p52) fail("model config: about ", total, " parameters is implausible (at most 2^52)");
   if (num_experts > 0) {
     if (num_experts_per_tok < 1 || num_experts_per_tok > num_experts)
       fail("model config: num_experts_per_tok must be in [1, num_experts = ", num_experts, "], got ",

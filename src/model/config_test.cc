@@ -43,6 +43,23 @@ TEST(ModelConfigLimits, AbsurdSizesAreRefusedByName) {
 
 // A dense GGUF whose rope.dimension_count is not its head_dim (partial rotary) is refused by
 // name instead of being read as a full rotation.
+// Each size within its own bound, the product beyond int64 parameter counts (3 x 2^62).
+TEST(ModelConfigLimits, ImplausibleProductsOfPlausibleSizesAreRefused) {
+  nlohmann::json j = fixture_config();
+  j["model_type"] = "qwen3_moe";
+  j["num_experts"] = 4096;
+  j["num_experts_per_tok"] = 8;
+  j["moe_intermediate_size"] = 1 << 20;
+  j["hidden_size"] = 1 << 20;
+  j["num_hidden_layers"] = 1024;
+  try {
+    ModelConfig::from_hf(j);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("parameters is implausible"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ModelConfigLimits, DenseGgufRotaryDimensionMustBeTheHeadDim) {
   auto config_of = [](uint32_t rot) {
     testing_io::GgufBuilder b;
