@@ -14,6 +14,9 @@
 #include "engine/sequence.h"
 #include "engine/state_cache.h"
 #include "kernels/cpu/packed.h"
+#include "spec/ngram.h"
+#include "spec/suffix.h"
+#include "spec/verifier.h"
 
 namespace zen {
 namespace {
@@ -104,6 +107,21 @@ GeneratedToken with_logprobs(const float* logits, int64_t vocab, int32_t token, 
   return g;
 }
 
+std::unique_ptr<spec::Proposer> make_proposer(const spec::SpeculativeConfig& c) {
+  if (!c.enabled()) return nullptr;
+  c.validate();
+  if (c.method == "ngram") return std::make_unique<spec::NgramProposer>(spec::NgramOptions{c.prompt_lookup_min, c.prompt_lookup_max});
+  if (c.method == "suffix") {
+    spec::SuffixOptions o;
+    o.max_tree_depth = c.suffix_max_tree_depth;
+    o.max_spec_factor = c.suffix_max_spec_factor;
+    o.min_token_prob = c.suffix_min_token_prob;
+    o.max_cached_tokens = c.suffix_max_cached_tokens;
+    return std::make_unique<spec::SuffixProposer>(o);
+  }
+  fail("speculative method ", c.method, " is not available in this build");
+}
+
 }  // namespace
 
 void EngineOptions::validate() const {
@@ -138,7 +156,23 @@ struct Engine::Impl {
                                   .attention_span = attention_span(cfg),
                                   .state_align = states ? kGatedDeltaNetChunk : 0},
                   blocks, states.get()),
-        runner(model, kv, states ? &states->pool() : nullptr) {}
+        runner(model, kv, states ? &states->pool() : nullptr),
+        proposer(make_proposer(o.speculative)) {
+    if (proposer) {
+      if (states) fail("speculative decoding on hybrid (recurrent-state) models is not supported yet");
+      controller = std::make_unique<spec::Controller>(
+          spec::ControllerOptions{.adaptive = o.speculative.adaptive, .num_speculative_tokens = o.speculative.k()});
+      if (!o.spec_trace_path.empty()) {
+        trace.open(o.spec_trace_path);
+        if (!trace) fail("cannot write the speculation trace ", o.spec_trace_path);
+      }
+    }
+  }
+
+  // Drafts for the running decodes, as many as the controller finds worth verifying.
+  void draft(const EngineOptions& o, int64_t context_window);
+  // Records a verification for the counters, the controller and the trace.
+  void record_verify(const Sequence& seq, int64_t pos, std::span<const int32_t> draft, const spec::Verdict& v);
 
   const ModelConfig& cfg;
   KvPool kv;
@@ -147,7 +181,12 @@ struct Engine::Impl {
   Scheduler scheduler;
   ModelRunner runner;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs;  // engine thread only
-  std::vector<float> sample_scratch;  // [vocab]: logits the sampler may edit when logprobs are kept
+  std::unique_ptr<spec::Proposer> proposer;  // null: no speculation
+  std::unique_ptr<spec::Controller> controller;
+  spec::Verifier verifier;
+  std::ofstream trace;
+  int64_t step_index = 0;
+  std::vector<int32_t> draft_scratch;
 
   mutable std::mutex mu;  // guards everything below
   std::condition_variable wake;
@@ -156,6 +195,7 @@ struct Engine::Impl {
   uint64_t next_id = 1;
   bool stopping = false;
   EngineStats stats;
+  EngineStats spec_delta;  // this step's speculation counters, merged into stats under mu
   std::thread thread;
   std::mutex step_mu;  // one step at a time (background thread or caller)
 };
@@ -259,6 +299,15 @@ void Engine::abort(uint64_t id) {
   impl_->wake.notify_one();
 }
 
+void Engine::use_proposer(std::unique_ptr<spec::Proposer> proposer, const spec::ControllerOptions& control) {
+  std::lock_guard step_lock(impl_->step_mu);
+  if (impl_->states) fail("speculative decoding on hybrid (recurrent-state) models is not supported yet");
+  impl_->proposer = std::move(proposer);
+  impl_->controller = impl_->proposer ? std::make_unique<spec::Controller>(control) : nullptr;
+}
+
+const spec::Controller* Engine::controller() const { return impl_->controller.get(); }
+
 EngineStats Engine::stats() const {
   std::lock_guard lock(impl_->mu);
   return impl_->stats;
@@ -272,10 +321,86 @@ void send(Sequence& seq, RequestUpdate& u) {
   u.cached_prompt_tokens = seq.cached_prompt;
   u.completion_tokens = seq.generated();
   u.first_token_seconds = std::max(0.0, seq.first_token_seconds);
+  u.spec_draft_tokens = seq.drafted_total;
+  u.spec_accepted_tokens = seq.accepted_total;
   if (seq.on_update) seq.on_update(u);
 }
 
 }  // namespace
+
+void Engine::Impl::draft(const EngineOptions& o, int64_t context_window) {
+  if (!proposer) return;
+  std::vector<Sequence*> cand_seqs;
+  std::vector<spec::Controller::Candidate> cands;
+  int64_t decodes = 0, prefill_tokens = 0;
+  for (Sequence* seq : scheduler.running()) {
+    if (!seq->decoding()) {
+      prefill_tokens += seq->uncomputed();
+      continue;
+    }
+    ++decodes;
+    // Room for drafts: every verified draft may become output, so stay within max_tokens and
+    // the context window (the decoded token itself takes one of each).
+    const int64_t room = std::min(seq->params.max_tokens - seq->generated(),
+                                  context_window - static_cast<int64_t>(seq->tokens.size())) - 1;
+    cand_seqs.push_back(seq);
+    cands.push_back({seq->id, static_cast<int32_t>(std::clamp<int64_t>(room, 0, spec::kMaxDraftTokens))});
+  }
+  if (cands.empty()) return;
+  // Drafts never crowd out prompts: waiting or prefilling requests keep a long prefill's share.
+  const bool prompts_pending = prefill_tokens > 0 || !scheduler.waiting().empty();
+  const int64_t prefill_share = prompts_pending ? scheduler.long_prefill_threshold() : 0;
+  const int64_t budget = o.max_num_batched_tokens - decodes - prefill_share;
+  const int64_t other = (decodes - static_cast<int64_t>(cands.size())) + std::min(prefill_tokens, prefill_share);
+  if (budget <= 0) return;
+  controller->choose(cands, other, budget, [this](int64_t seqs, int32_t k) { return proposer->cost_seconds(seqs, k); });
+
+  std::vector<spec::DraftSlot> slots;
+  std::vector<size_t> slot_of;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (cands[i].max_k <= 0) continue;
+    spec::DraftSlot slot;
+    slot.seq_id = cand_seqs[i]->id;
+    slot.tokens = cand_seqs[i]->tokens;
+    slot.prompt_len = cand_seqs[i]->prompt_len;
+    slot.max_tokens = cands[i].max_k;
+    slot.sampling = &cand_seqs[i]->params.sampling;
+    slots.push_back(std::move(slot));
+    slot_of.push_back(i);
+  }
+  if (slots.empty()) return;
+  proposer->propose(slots);
+  // With the drafts in hand (their cost sunk), choose again how many of each to verify.
+  for (auto& c : cands) c.max_k = 0;
+  for (size_t j = 0; j < slots.size(); ++j)
+    cands[slot_of[j]].max_k = static_cast<int32_t>(std::min<size_t>(slots[j].draft.size(), static_cast<size_t>(slots[j].max_tokens)));
+  controller->choose(cands, other, budget);
+  const auto vocab = static_cast<size_t>(cfg.vocab_size);
+  for (size_t j = 0; j < slots.size(); ++j) {
+    Sequence& seq = *cand_seqs[slot_of[j]];
+    const auto k = static_cast<size_t>(cands[slot_of[j]].max_k);
+    if (k == 0) continue;
+    seq.tokens.insert(seq.tokens.end(), slots[j].draft.begin(), slots[j].draft.begin() + static_cast<std::ptrdiff_t>(k));
+    seq.num_draft = static_cast<int32_t>(k);
+    if (!slots[j].q.empty()) seq.draft_q.assign(slots[j].q.begin(), slots[j].q.begin() + static_cast<std::ptrdiff_t>(k * vocab));
+  }
+}
+
+void Engine::Impl::record_verify(const Sequence& seq, int64_t pos, std::span<const int32_t> draft, const spec::Verdict& v) {
+  const auto k = static_cast<int32_t>(draft.size());
+  if (k == 0) return;
+  controller->record_verify(seq.id, k, v.accepted);
+  spec_delta.spec_drafts += 1;
+  spec_delta.spec_draft_tokens += k;
+  spec_delta.spec_accepted_tokens += v.accepted;
+  for (int32_t i = 0; i < v.accepted; ++i) spec_delta.spec_accepted_per_pos[static_cast<size_t>(i)] += 1;
+  if (trace.is_open()) {
+    trace << "{\"step\":" << step_index << ",\"seq\":" << seq.id << ",\"pos\":" << pos << ",\"drafted\":" << k
+          << ",\"accepted\":" << v.accepted << ",\"draft\":[";
+    for (int32_t i = 0; i < k; ++i) trace << (i ? "," : "") << draft[static_cast<size_t>(i)];
+    trace << "]}\n";
+  }
+}
 
 bool Engine::step() {
   std::lock_guard step_lock(impl_->step_mu);
@@ -294,6 +419,10 @@ bool Engine::step() {
   int64_t finished[4] = {0, 0, 0, 0};  // stop, length, abort, error
   auto finish = [&](Sequence& seq, const std::string& reason, RequestUpdate u, const std::string& error = "") {
     m.scheduler.remove(&seq);
+    if (m.proposer) {
+      m.proposer->finish(seq.id, seq.tokens, seq.prompt_len);
+      m.controller->forget(seq.id);
+    }
     u.finished = true;
     u.finish_reason = reason;
     u.error = error;
@@ -304,18 +433,42 @@ bool Engine::step() {
   for (uint64_t id : aborts)
     if (auto it = m.seqs.find(id); it != m.seqs.end()) finish(*it->second, "abort", {});
 
-  const std::vector<ScheduledSeq> plan = m.scheduler.schedule();
+  m.draft(options_, context_window());
+  std::vector<ScheduledSeq> plan = m.scheduler.schedule();
+  // Drafts the budget left out are forgotten; verified ones need a logits row per token.
+  for (Sequence* seq : m.scheduler.running()) {
+    auto it = std::find_if(plan.begin(), plan.end(), [seq](const ScheduledSeq& s) { return s.seq == seq; });
+    if (it == plan.end()) seq->drop_drafts();
+    else if (seq->num_draft > 0) {
+      seq->drop_drafts(static_cast<int32_t>(it->n_tokens - (seq->uncomputed() - seq->num_draft)));
+      it->all_logits = seq->num_draft > 0;
+    }
+  }
   int64_t generated = 0, prompt_tokens = 0, cached = 0;
+  m.spec_delta = {};
   if (!plan.empty()) {
     float* logits = nullptr;
     std::string error;
+    int64_t step_tokens = 0;
+    for (const ScheduledSeq& s : plan) step_tokens += s.n_tokens;
+    const auto t0 = Sequence::Clock::now();
     try {
       logits = m.runner.run(plan);
     } catch (const std::exception& e) {
       error = e.what();
     }
+    if (m.controller && error.empty())
+      m.controller->record_step(step_tokens, std::chrono::duration<double>(Sequence::Clock::now() - t0).count());
     const int64_t vocab = model_.config().vocab_size;
     const int64_t bs = options_.block_size;
+    auto register_blocks = [&](Sequence& seq) {  // full blocks become findable by later requests
+      while (static_cast<int64_t>(seq.block_hashes.size() + 1) * bs <= seq.computed) {
+        const size_t b = seq.block_hashes.size();
+        const uint64_t parent = b == 0 ? 0 : seq.block_hashes.back();
+        const auto block_tokens = std::span<const int32_t>(seq.tokens).subspan(b * static_cast<size_t>(bs), static_cast<size_t>(bs));
+        seq.block_hashes.push_back(m.blocks.register_full(seq.blocks[b], parent, block_tokens));
+      }
+    };
     for (size_t i = 0; i < plan.size(); ++i) {
       Sequence& seq = *plan[i].seq;
       if (!error.empty()) {
@@ -323,49 +476,61 @@ bool Engine::step() {
         continue;
       }
       seq.computed += plan[i].n_tokens;
-      // Full blocks become findable by later requests.
-      while (static_cast<int64_t>(seq.block_hashes.size() + 1) * bs <= seq.computed) {
-        const size_t b = seq.block_hashes.size();
-        const uint64_t parent = b == 0 ? 0 : seq.block_hashes.back();
-        const auto block_tokens = std::span<const int32_t>(seq.tokens).subspan(b * static_cast<size_t>(bs), static_cast<size_t>(bs));
-        seq.block_hashes.push_back(m.blocks.register_full(seq.blocks[b], parent, block_tokens));
+      if (seq.uncomputed() > 0) {  // prefill continues next step
+        register_blocks(seq);
+        if (m.states && seq.computed % kGatedDeltaNetChunk == 0 && seq.computed % bs == 0 && options_.prefix_cache)
+          m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(seq.computed / bs - 1)], seq.state_slot);
+        continue;
       }
-      if (m.states && seq.computed % kGatedDeltaNetChunk == 0 && seq.computed % bs == 0 && options_.prefix_cache)
-        m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(seq.computed / bs - 1)], seq.state_slot);
-      if (seq.uncomputed() > 0) continue;  // prefill continues next step
-
-      float* row = logits + (m.runner.first_row(i) + (plan[i].all_logits ? plan[i].n_tokens - 1 : 0)) * vocab;
-      GeneratedToken g;
-      if (seq.params.top_logprobs >= 0) {
-        // Logprobs come from the raw distribution; sample from a copy that penalties may edit.
-        m.sample_scratch.assign(row, row + vocab);
-        const int32_t token = seq.sampler->sample(m.sample_scratch.data(), vocab);
-        g = with_logprobs(row, vocab, token, seq.params.top_logprobs);
-      } else {
-        g.token = seq.sampler->sample(row, vocab);
-      }
-      seq.sampler->accept(g.token);
-      seq.tokens.push_back(g.token);
+      // The last token and its drafts ran: verify (with no drafts, this is plain sampling).
+      const int32_t k = seq.num_draft;
+      m.draft_scratch.assign(seq.tokens.end() - k, seq.tokens.end());
+      const int64_t base = static_cast<int64_t>(seq.tokens.size()) - k;  // tokens through the last real one
+      seq.tokens.resize(static_cast<size_t>(base));
+      std::vector<float> q = std::move(seq.draft_q);
+      seq.num_draft = 0;
+      seq.draft_q.clear();
+      const float* rows = logits + (m.runner.first_row(i) + (plan[i].all_logits ? plan[i].n_tokens - 1 - k : 0)) * vocab;
+      RequestUpdate u;
+      std::string reason;
+      const auto& eos = model_.config().eos_token_ids;
+      const spec::Verdict v = m.verifier.verify(*seq.sampler, rows, vocab, m.draft_scratch, q, [&](int32_t t, int64_t row) {
+        GeneratedToken g;
+        g.token = t;
+        if (seq.params.top_logprobs >= 0) g = with_logprobs(rows + row * vocab, vocab, t, seq.params.top_logprobs);
+        seq.tokens.push_back(t);
+        u.tokens.push_back(std::move(g));
+        ++generated;
+        const bool is_stop =
+            std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), t) != seq.params.stop_token_ids.end() ||
+            (!seq.params.ignore_eos && std::find(eos.begin(), eos.end(), t) != eos.end());
+        if (is_stop) reason = "stop";
+        else if (seq.generated() >= seq.params.max_tokens || static_cast<int64_t>(seq.tokens.size()) >= context_window())
+          reason = "length";
+        return reason.empty();
+      });
       if (seq.first_token_seconds < 0) {
         seq.first_token_seconds = std::chrono::duration<double>(Sequence::Clock::now() - seq.arrival).count();
         prompt_tokens += seq.prompt_len;
         cached += seq.cached_prompt;
       }
-      ++generated;
-      RequestUpdate u;
-      u.tokens.push_back(std::move(g));
-      const int32_t t = seq.tokens.back();
-      const auto& eos = model_.config().eos_token_ids;
-      const bool is_stop = std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), t) !=
-                               seq.params.stop_token_ids.end() ||
-                           (!seq.params.ignore_eos && std::find(eos.begin(), eos.end(), t) != eos.end());
-      if (is_stop) finish(seq, "stop", std::move(u));
-      else if (seq.generated() >= seq.params.max_tokens ||
-               static_cast<int64_t>(seq.tokens.size()) >= context_window())
-        finish(seq, "length", std::move(u));
-      else send(seq, u);
+      seq.drafted_total += k;
+      seq.accepted_total += v.accepted;
+      if (m.proposer) m.record_verify(seq, base, m.draft_scratch, v);
+      if (!reason.empty()) {
+        finish(seq, reason, std::move(u));
+        continue;
+      }
+      // Accepted drafts keep their KV; rejected positions are forgotten (blocks past the end
+      // go back to the pool, hashes only ever cover computed tokens).
+      seq.computed = base + std::min(v.emitted, v.accepted);
+      m.scheduler.rollback(&seq, static_cast<int64_t>(seq.tokens.size()));
+      register_blocks(seq);
+      if (m.proposer) m.proposer->observe(seq.id, seq.tokens, seq.prompt_len, k, v.accepted);
+      send(seq, u);
     }
   }
+  ++m.step_index;
   {
     std::lock_guard lock(m.mu);
     EngineStats& s = m.stats;
@@ -381,6 +546,11 @@ bool Engine::step() {
     s.finished_length += finished[1];
     s.finished_abort += finished[2];
     s.finished_error += finished[3];
+    s.spec_drafts += m.spec_delta.spec_drafts;
+    s.spec_draft_tokens += m.spec_delta.spec_draft_tokens;
+    s.spec_accepted_tokens += m.spec_delta.spec_accepted_tokens;
+    for (size_t p = 0; p < s.spec_accepted_per_pos.size(); ++p) s.spec_accepted_per_pos[p] += m.spec_delta.spec_accepted_per_pos[p];
+    if (m.controller) s.spec_mean_k = m.controller->mean_k();
   }
   return !plan.empty() || !incoming.empty() || !aborts.empty();
 }

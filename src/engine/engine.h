@@ -4,6 +4,7 @@
 // preemption by recompute. Callbacks run on the engine thread: keep them short (push into a
 // queue) and never call back into the engine from them except abort().
 #pragma once
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -14,7 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
+#include "spec/config.h"
+#include "spec/controller.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 
@@ -43,6 +46,10 @@ struct EngineOptions {
   int64_t state_snapshot_slots = 64;
   int64_t state_snapshot_memory_bytes = 0;
   double state_snapshot_memory_fraction = 0.125;
+  // Speculative decoding (off unless a method is set), and where to write one JSON line per
+  // verification (empty: nowhere).
+  spec::SpeculativeConfig speculative;
+  std::string spec_trace_path;
 
   // Sane maxima: a flag that sizes threads or memory is refused past them, naming the flag.
   static constexpr int64_t kMaxNumSeqs = 1024;
@@ -84,6 +91,8 @@ struct RequestUpdate {
   int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
   int64_t completion_tokens = 0;
   double first_token_seconds = 0;    // time from add() to the first token (TTFT)
+  int64_t spec_draft_tokens = 0;     // speculative tokens drafted / accepted for this request
+  int64_t spec_accepted_tokens = 0;
 };
 
 enum class AddStatus { Ok, Invalid, TooLong, QueueFull, Stopped };
@@ -103,10 +112,18 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t steps = 0;
   int64_t finished_stop = 0, finished_length = 0, finished_abort = 0, finished_error = 0;
+  // Speculative decoding, with vLLM's meanings: verifications that carried drafts, drafted
+  // tokens, accepted tokens, accepted tokens by draft position; the controller's mean k.
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::array<int64_t, spec::kMaxDraftTokens> spec_accepted_per_pos{};
+  double spec_mean_k = 0;
 };
 
 class Scheduler;
 class ModelRunner;
+namespace spec {
+class Proposer;
+}
 
 class Engine {
  public:
@@ -129,6 +146,12 @@ class Engine {
   bool step();
   // Runs steps until no request is waiting or running (offline use, tests).
   void run_until_idle();
+
+  // Speculative decoding with this proposer (tests; proposers built around the target model),
+  // in place of the one options().speculative names. Call before the first step.
+  void use_proposer(std::unique_ptr<spec::Proposer> proposer, const spec::ControllerOptions& control);
+  // The controller's view (tests, the start-up log); null without speculation.
+  const spec::Controller* controller() const;
 
   EngineStats stats() const;  // thread-safe snapshot
   const EngineOptions& options() const { return options_; }

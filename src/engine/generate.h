@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "model/model.h"
 
 namespace zen {

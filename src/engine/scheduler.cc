@@ -122,15 +122,17 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
   for (const bool prefills : {false, true})
     for (Sequence* seq : order) {
       if (budget <= 0) break;
-      if (seq->status != SeqStatus::Running || (seq->uncomputed() > 1) != prefills) continue;
-      const int64_t n = chunk_for(*seq, prefills ? prefill_budget(*seq, seq->computed, budget, contended) : budget);
+      if (seq->status != SeqStatus::Running || seq->decoding() == prefills) continue;
+      // A decode runs its token and as many of its drafts as the budget allows.
+      const int64_t n = prefills ? chunk_for(*seq, prefill_budget(*seq, seq->computed, budget, contended))
+                                 : std::min(seq->uncomputed(), budget);
       if (n > 0) run(seq, n, budget, out, preempted);
     }
   if (preempted) return out;  // no admissions while the pool is short
 
   int64_t partial = 0, long_partial = 0;  // prefills running now
   for (const Sequence* seq : running_)
-    if (seq->uncomputed() > 1) {
+    if (!seq->decoding()) {
       ++partial;
       long_partial += is_long(*seq) ? 1 : 0;
     }
@@ -152,6 +154,7 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
 }
 
 void Scheduler::free_resources(Sequence* seq) {
+  seq->drop_drafts();
   blocks_.release(seq->blocks);
   seq->block_hashes.clear();
   if (states_ != nullptr) states_->release(seq->state_slot);

@@ -60,6 +60,8 @@ class Scheduler {
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t preemptions() const { return preemptions_; }
   bool idle() const { return waiting_.empty() && running_.empty(); }
+  const std::vector<Sequence*>& running() const { return running_; }
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
   // Where this sequence's next step must end, given `budget` tokens (0: cannot run now).
   int64_t chunk_for(const Sequence& seq, int64_t budget) const;
   int64_t long_prefill_threshold() const { return long_threshold_; }

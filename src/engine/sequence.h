@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
 namespace zen {
 
@@ -28,6 +28,12 @@ struct Sequence {
   int32_t state_slot = -1;            // live recurrent-state slot (hybrid models)
   SeqStatus status = SeqStatus::Waiting;
   bool abort_requested = false;
+  // Speculative decoding: the last num_draft tokens are drafts under verification this step
+  // (never part of the sequence's text until accepted), with the draft's probabilities
+  // ([num_draft, vocab], empty for point masses).
+  int32_t num_draft = 0;
+  std::vector<float> draft_q;
+  int64_t drafted_total = 0, accepted_total = 0;  // this request's drafted / accepted tokens
 
   RequestParams params;
   std::unique_ptr<Sampler> sampler;
@@ -37,6 +43,15 @@ struct Sequence {
 
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
   int64_t uncomputed() const { return static_cast<int64_t>(tokens.size()) - computed; }
+  // Decoding (one token to run, plus any drafts), as opposed to prefilling.
+  bool decoding() const { return uncomputed() - num_draft == 1; }
+  // Forgets drafts that will not be verified.
+  void drop_drafts(int32_t keep = 0) {
+    if (keep >= num_draft) return;
+    tokens.resize(tokens.size() - static_cast<size_t>(num_draft - keep));
+    draft_q.resize(draft_q.size() / static_cast<size_t>(num_draft) * static_cast<size_t>(keep));
+    num_draft = keep;
+  }
 };
 
 }  // namespace zen

@@ -1,4 +1,4 @@
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -68,9 +68,20 @@ void Sampler::adjust_logits(float* logits, int64_t vocab) const {
 }
 
 int32_t Sampler::sample(float* logits, int64_t vocab) {
-  adjust_logits(logits, vocab);
-  if (p_.temperature == 0.0f || p_.top_k == 1) return argmax(logits, vocab);
+  if (greedy()) {
+    adjust_logits(logits, vocab);
+    return argmax(logits, vocab);
+  }
+  return draw(distribution(logits, vocab));
+}
 
+std::span<const TokenProb> Sampler::distribution(float* logits, int64_t vocab) {
+  adjust_logits(logits, vocab);
+  dist_.clear();
+  if (greedy()) {
+    dist_.push_back({argmax(logits, vocab), 1.0});
+    return dist_;
+  }
   // Candidates sorted by logit, cut by top-k first (cheap partial sort).
   candidates_.resize(static_cast<size_t>(vocab));
   for (int64_t i = 0; i < vocab; ++i) candidates_[static_cast<size_t>(i)] = {logits[i], static_cast<int32_t>(i)};
@@ -78,25 +89,23 @@ int32_t Sampler::sample(float* logits, int64_t vocab) {
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) keep = static_cast<size_t>(p_.top_k);
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep), candidates_.end(), by_logit);
-  candidates_.resize(keep);
 
-  // Softmax at temperature over the kept candidates (probabilities stored in .first).
+  // Softmax at temperature over the kept candidates.
   const double max_logit = candidates_[0].first;
   double sum = 0;
-  std::vector<double>& probs = probs_;
-  probs.resize(keep);
+  dist_.resize(keep);
   for (size_t i = 0; i < keep; ++i) {
-    probs[i] = std::exp((static_cast<double>(candidates_[i].first) - max_logit) / p_.temperature);
-    sum += probs[i];
+    dist_[i] = {candidates_[i].second, std::exp((static_cast<double>(candidates_[i].first) - max_logit) / p_.temperature)};
+    sum += dist_[i].p;
   }
-  for (double& p : probs) p /= sum;
+  for (TokenProb& t : dist_) t.p /= sum;
 
   // top-p: smallest prefix whose mass reaches top_p (always at least one token).
   size_t cut = keep;
   if (p_.top_p < 1.0f) {
     double mass = 0;
     for (size_t i = 0; i < keep; ++i) {
-      mass += probs[i];
+      mass += dist_[i].p;
       if (mass >= p_.top_p) {
         cut = i + 1;
         break;
@@ -105,20 +114,27 @@ int32_t Sampler::sample(float* logits, int64_t vocab) {
   }
   // min-p: drop tokens below min_p x the top probability.
   if (p_.min_p > 0.0f) {
-    const double floor_p = p_.min_p * probs[0];
+    const double floor_p = p_.min_p * dist_[0].p;
     size_t i = 1;
-    while (i < cut && probs[i] >= floor_p) ++i;
+    while (i < cut && dist_[i].p >= floor_p) ++i;
     cut = i;
   }
+  dist_.resize(cut);
   double total = 0;
-  for (size_t i = 0; i < cut; ++i) total += probs[i];
-  std::uniform_real_distribution<double> uniform(0.0, total);
-  double r = uniform(rng_);
-  for (size_t i = 0; i < cut; ++i) {
-    r -= probs[i];
-    if (r <= 0) return candidates_[i].second;
+  for (const TokenProb& t : dist_) total += t.p;
+  for (TokenProb& t : dist_) t.p /= total;
+  return dist_;
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::draw(std::span<const TokenProb> dist, double total) {
+  double r = uniform() * total;
+  for (const TokenProb& t : dist) {
+    r -= t.p;
+    if (r <= 0) return t.token;
   }
-  return candidates_[cut - 1].second;
+  return dist.back().token;  // rounding left a sliver past the last entry
 }
 
 }  // namespace zen

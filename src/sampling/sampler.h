@@ -28,6 +28,11 @@ struct SamplingParams {
   void validate() const;  // throws zen::Error naming the offending parameter and its range
 };
 
+struct TokenProb {
+  int32_t token;
+  double p;
+};
+
 class Sampler {
  public:
   Sampler(const SamplingParams& params, std::span<const int32_t> prompt);
@@ -35,6 +40,17 @@ class Sampler {
   int32_t sample(float* logits, int64_t vocab);
   // Records a generated token for the penalties.
   void accept(int32_t token);
+
+  // The distribution sample() draws from, for speculative rejection sampling: logit bias,
+  // penalties, temperature, top-k / top-p / min-p, normalised, most likely first (a single
+  // entry with p = 1 when greedy). Edits logits in place; the span lives until the next call.
+  std::span<const TokenProb> distribution(float* logits, int64_t vocab);
+  bool greedy() const { return p_.temperature == 0.0f || p_.top_k == 1; }
+  const SamplingParams& params() const { return p_; }
+  // From the request's seeded generator: a uniform double in [0, 1), and a draw from a
+  // distribution (probabilities summing to `total`).
+  double uniform();
+  int32_t draw(std::span<const TokenProb> dist, double total = 1.0);
 
  private:
   void adjust_logits(float* logits, int64_t vocab) const;  // logit bias, then penalties
@@ -44,7 +60,7 @@ class Sampler {
   std::vector<int32_t> seen_;  // prompt + output tokens, deduplicated via seen_set_
   std::unordered_map<int32_t, bool> seen_set_;
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch
-  std::vector<double> probs_;                          // scratch
+  std::vector<TokenProb> dist_;                        // scratch
 };
 
 int32_t argmax(const float* logits, int64_t vocab);

@@ -1,0 +1,74 @@
+// Helpers shared by the engine's tests: run prompts to completion, random prompts, a KV pool
+// of an exact size, greedy parameters.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace zen::test {
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::vector<GeneratedToken> details;
+  std::string finish_reason;
+  int64_t prompt_tokens = 0, cached_prompt_tokens = 0, completion_tokens = 0;
+  int updates_after_finish = 0;
+};
+
+// Adds every prompt, runs the engine until idle on this thread, returns outcomes in order.
+inline std::vector<Outcome> run_all(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                             const RequestParams& params) {
+  std::vector<Outcome> out(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Outcome* o = &out[i];
+    const AddResult r = engine.add(prompts[i], params, [o](const RequestUpdate& u) {
+      if (!o->finish_reason.empty()) ++o->updates_after_finish;
+      for (const GeneratedToken& g : u.tokens) {
+        o->tokens.push_back(g.token);
+        o->details.push_back(g);
+      }
+      if (u.finished) {
+        o->finish_reason = u.finish_reason;
+        o->prompt_tokens = u.prompt_tokens;
+        o->cached_prompt_tokens = u.cached_prompt_tokens;
+        o->completion_tokens = u.completion_tokens;
+      }
+    });
+    EXPECT_EQ(r.status, AddStatus::Ok) << r.message;
+  }
+  engine.run_until_idle();
+  return out;
+}
+
+inline std::vector<std::vector<int32_t>> random_prompts(int count, int min_len, int max_len, int32_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(count));
+  for (auto& p : prompts) {
+    p.resize(static_cast<size_t>(min_len + static_cast<int>(rng() % static_cast<uint32_t>(max_len - min_len + 1))));
+    for (auto& t : p) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  }
+  return prompts;
+}
+
+// Engine options with a KV pool of exactly kv_blocks blocks.
+inline EngineOptions pool_of(const Model& model, int64_t kv_blocks, int64_t batched_tokens) {
+  EngineOptions o;
+  o.kv_memory_bytes = kv_blocks * static_cast<int64_t>(KvPool::bytes_per_token(model.config(), o.kv_dtype)) *
+                      o.block_size;
+  o.max_num_batched_tokens = batched_tokens;
+  return o;
+}
+
+// Greedy, EOS ignored: every request produces exactly max_tokens.
+inline RequestParams greedy(int64_t max_tokens) {
+  RequestParams p;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+}  // namespace zen::test

@@ -1,0 +1,296 @@
+// Speculative decoding through the engine: greedy output is bit-identical to plain decoding
+// (tokens, logprobs, finish reasons) for every proposer, alone and at concurrency, with stop
+// tokens and max_tokens cutting drafts, under preemption and aborts; sampled output has the
+// same distribution (two-sample chi-square per position).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "spec/ngram.h"
+#include "spec/proposer.h"
+#include "spec/suffix.h"
+
+namespace zen {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace zen::test;
+
+// Drafts the reference continuation of each prompt (recorded from a plain run), each token
+// replaced by a wrong one with probability `error_rate`, so every acceptance length occurs.
+// With `with_q` it drafts from a random distribution q around the reference token instead
+// and reports q, exercising the verifier's p/q path.
+class OracleProposer : public spec::Proposer {
+ public:
+  OracleProposer(std::map<std::vector<int32_t>, std::vector<int32_t>> reference, int32_t vocab, double error_rate,
+                 bool with_q = false)
+      : reference_(std::move(reference)), vocab_(vocab), error_rate_(error_rate), with_q_(with_q) {}
+  std::string_view name() const override { return "oracle"; }
+  void propose(std::span<spec::DraftSlot> slots) override {
+    for (spec::DraftSlot& s : slots) {
+      const std::vector<int32_t> prompt(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
+      const auto it = reference_.find(prompt);
+      const std::vector<int32_t>* want = it == reference_.end() ? nullptr : &it->second;
+      const auto have = static_cast<size_t>(static_cast<int64_t>(s.tokens.size()) - s.prompt_len);
+      for (int32_t j = 0; j < s.max_tokens; ++j) {
+        const size_t at = have + static_cast<size_t>(j);
+        int32_t t = want && at < want->size() ? (*want)[at] : static_cast<int32_t>(rng_() % static_cast<uint32_t>(vocab_));
+        if (std::uniform_real_distribution<double>(0, 1)(rng_) < error_rate_)
+          t = static_cast<int32_t>((t + 1 + rng_() % 7) % static_cast<uint32_t>(vocab_));
+        if (with_q_) t = draw_q(t, s);
+        s.draft.push_back(t);
+      }
+    }
+  }
+  void finish(uint64_t, std::span<const int32_t>, int64_t) override { ++finished_; }
+  int finished_ = 0;
+
+ private:
+  // q: half the mass on `center`, the rest spread over a few random tokens; draws from it.
+  int32_t draw_q(int32_t center, spec::DraftSlot& s) {
+    std::vector<float> q(static_cast<size_t>(vocab_), 0.0f);
+    q[static_cast<size_t>(center)] += 0.5f;
+    for (int i = 0; i < 5; ++i) q[rng_() % static_cast<uint32_t>(vocab_)] += 0.1f;
+    std::discrete_distribution<int32_t> d(q.begin(), q.end());
+    s.q.insert(s.q.end(), q.begin(), q.end());
+    return d(rng_);
+  }
+  std::map<std::vector<int32_t>, std::vector<int32_t>> reference_;
+  int32_t vocab_;
+  double error_rate_;
+  bool with_q_;
+  std::mt19937 rng_{12345};
+};
+
+class EngineSpec : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = Model::load((fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models/qwen3_f32").string(),
+                         {.n_threads = 2, .load_tokenizer = false})
+                 .release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  static int32_t vocab() { return static_cast<int32_t>(model_->config().vocab_size); }
+  static std::map<std::vector<int32_t>, std::vector<int32_t>> reference(const std::vector<std::vector<int32_t>>& prompts,
+                                                                         const std::vector<Outcome>& outcomes) {
+    std::map<std::vector<int32_t>, std::vector<int32_t>> ref;
+    for (size_t i = 0; i < prompts.size(); ++i) ref[prompts[i]] = outcomes[i].tokens;
+    return ref;
+  }
+  // Plain decoding, one request at a time.
+  static std::vector<Outcome> plain(const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params) {
+    std::vector<Outcome> out;
+    for (const auto& p : prompts) {
+      Engine engine(*model_, pool_of(*model_, 256, 96));
+      out.push_back(run_all(engine, {p}, params)[0]);
+    }
+    return out;
+  }
+  static void expect_same(const std::vector<Outcome>& got, const std::vector<Outcome>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+      EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "request " << i;
+      EXPECT_EQ(got[i].completion_tokens, want[i].completion_tokens) << "request " << i;
+      EXPECT_EQ(got[i].updates_after_finish, 0);
+      ASSERT_EQ(got[i].details.size(), want[i].details.size());
+      for (size_t t = 0; t < got[i].details.size(); ++t) {
+        EXPECT_EQ(got[i].details[t].logprob, want[i].details[t].logprob) << "request " << i << " token " << t;
+        ASSERT_EQ(got[i].details[t].top.size(), want[i].details[t].top.size());
+        for (size_t j = 0; j < got[i].details[t].top.size(); ++j) {
+          EXPECT_EQ(got[i].details[t].top[j].token, want[i].details[t].top[j].token);
+          EXPECT_EQ(got[i].details[t].top[j].logprob, want[i].details[t].top[j].logprob);
+        }
+      }
+    }
+  }
+  static Model* model_;
+};
+Model* EngineSpec::model_ = nullptr;
+
+spec::ControllerOptions fixed_k(int32_t k) { return {.adaptive = false, .num_speculative_tokens = k}; }
+
+TEST_F(EngineSpec, GreedyOracleDraftsEqualPlainDecodingAloneAndAtConcurrency) {
+  const auto prompts = random_prompts(16, 5, 40, vocab(), 21);
+  RequestParams params = greedy(29);  // not a multiple of k: the last drafts are cut by max_tokens
+  params.top_logprobs = 3;
+  const auto want = plain(prompts, params);
+  for (const int32_t k : {1, 4, 7}) {
+    for (const bool together : {true, false}) {
+      std::vector<Outcome> got;
+      Engine engine(*model_, pool_of(*model_, 256, 96));
+      engine.use_proposer(std::make_unique<OracleProposer>(reference(prompts, want), vocab(), 0.2), fixed_k(k));
+      if (together) {
+        got = run_all(engine, prompts, params);
+      } else {
+        for (const auto& p : prompts) got.push_back(run_all(engine, {p}, params)[0]);
+      }
+      SCOPED_TRACE("k " + std::to_string(k) + (together ? " together" : " one by one"));
+      expect_same(got, want);
+      const EngineStats s = engine.stats();
+      EXPECT_GT(s.spec_drafts, 0);
+      EXPECT_GT(s.spec_accepted_tokens, 0);
+      EXPECT_LT(s.spec_accepted_tokens, s.spec_draft_tokens);  // some drafts were wrong
+      EXPECT_EQ(s.kv_blocks_used, 0);
+      // Fewer forwards than tokens: speculation did work.
+      EXPECT_LT(s.steps, s.generated_tokens);
+    }
+  }
+}
+
+TEST_F(EngineSpec, StopTokensInsideAcceptedDraftsEndTheRequestThere) {
+  const auto prompts = random_prompts(8, 5, 30, vocab(), 5);
+  const auto free_run = plain(prompts, greedy(24));
+  // Each request stops at a token its free run produces at position 6 (plain decoding stops at
+  // its first occurrence); drafts run past it.
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestParams params = greedy(24);
+    params.ignore_eos = false;
+    params.stop_token_ids = {free_run[i].tokens[6]};
+    const auto want = plain({prompts[i]}, params);
+    Engine engine(*model_, pool_of(*model_, 256, 96));
+    engine.use_proposer(std::make_unique<OracleProposer>(reference({prompts[i]}, free_run), vocab(), 0.0), fixed_k(8));
+    const auto got = run_all(engine, {prompts[i]}, params);
+    expect_same(got, want);
+    EXPECT_EQ(got[0].finish_reason, "stop");
+    EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+  }
+}
+
+TEST_F(EngineSpec, NgramAndSuffixProposersEqualPlainDecoding) {
+  // Repetitive prompts, so the lookups find matches.
+  auto prompts = random_prompts(12, 4, 9, vocab(), 8);
+  for (auto& p : prompts) {
+    const auto unit = p;
+    for (int r = 0; r < 6; ++r) p.insert(p.end(), unit.begin(), unit.end());
+  }
+  const auto want = plain(prompts, greedy(40));
+  std::vector<std::unique_ptr<spec::Proposer>> proposers;
+  proposers.push_back(std::make_unique<spec::NgramProposer>(spec::NgramOptions{1, 4}));
+  proposers.push_back(std::make_unique<spec::SuffixProposer>(spec::SuffixOptions{}));
+  for (auto& proposer : proposers) {
+    const std::string name(proposer->name());
+    Engine engine(*model_, pool_of(*model_, 256, 96));
+    engine.use_proposer(std::move(proposer), fixed_k(6));
+    expect_same(run_all(engine, prompts, greedy(40)), want);
+    EXPECT_GT(engine.stats().spec_draft_tokens, 0) << name;
+    EXPECT_EQ(engine.stats().kv_blocks_used, 0) << name;
+  }
+}
+
+TEST_F(EngineSpec, PreemptionUnderATinyPoolLosesNothing) {
+  const auto prompts = random_prompts(16, 20, 60, vocab(), 31);
+  const auto want = plain(prompts, greedy(40));
+  Engine engine(*model_, pool_of(*model_, 14, 96));  // 14 blocks of 16 for 16 requests of ~90 tokens
+  engine.use_proposer(std::make_unique<OracleProposer>(reference(prompts, want), vocab(), 0.3), fixed_k(5));
+  expect_same(run_all(engine, prompts, greedy(40)), want);
+  EXPECT_GT(engine.stats().preemptions, 0);
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineSpec, AbortInTheMiddleOfSpeculationLeaksNothing) {
+  const auto prompts = random_prompts(8, 10, 30, vocab(), 41);
+  const auto want = plain(prompts, greedy(64));
+  Engine engine(*model_, pool_of(*model_, 256, 96));
+  auto oracle = std::make_unique<OracleProposer>(reference(prompts, want), vocab(), 0.1);
+  OracleProposer* seen = oracle.get();
+  engine.use_proposer(std::move(oracle), fixed_k(6));
+  std::vector<uint64_t> ids;
+  std::vector<std::string> reasons(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i)
+    ids.push_back(engine.add(prompts[i], greedy(64), [&reasons, i](const RequestUpdate& u) {
+      if (u.finished) reasons[i] = u.finish_reason;
+    }).id);
+  for (int s = 0; s < 6; ++s) engine.step();
+  EXPECT_GT(engine.stats().spec_drafts, 0);
+  for (size_t i = 0; i < ids.size(); i += 2) engine.abort(ids[i]);
+  engine.run_until_idle();
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(reasons[i], i % 2 == 0 ? "abort" : "length") << i;
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+  EXPECT_EQ(seen->finished_, static_cast<int>(prompts.size()));  // every request's state dropped
+}
+
+// Two-sample chi-square: do the token counts a and b come from one distribution? Bins with
+// fewer than 10 expected samples are pooled. Returns the statistic over its 99.9% critical
+// value (Wilson-Hilferty), so < 1 passes.
+double chi_square_ratio(const std::map<int32_t, int>& a, const std::map<int32_t, int>& b) {
+  std::map<int32_t, std::pair<double, double>> bins;
+  double na = 0, nb = 0;
+  for (const auto& [t, c] : a) bins[t].first += c, na += c;
+  for (const auto& [t, c] : b) bins[t].second += c, nb += c;
+  std::vector<std::pair<double, double>> pooled{{0, 0}};
+  for (const auto& [t, ab] : bins) {
+    if ((ab.first + ab.second) * std::min(na, nb) / (na + nb) < 10) {
+      pooled[0].first += ab.first, pooled[0].second += ab.second;
+    } else {
+      pooled.push_back(ab);
+    }
+  }
+  double stat = 0;
+  int used = 0;
+  for (const auto& [x, y] : pooled) {
+    if (x + y == 0) continue;
+    const double d = x * std::sqrt(nb / na) - y * std::sqrt(na / nb);
+    stat += d * d / (x + y);
+    ++used;
+  }
+  const double df = std::max(1, used - 1);
+  const double z = 3.09;  // 99.9%
+  const double crit = df * std::pow(1 - 2 / (9 * df) + z * std::sqrt(2 / (9 * df)), 3);
+  return stat / crit;
+}
+
+TEST_F(EngineSpec, SampledOutputHasTheDistributionOfPlainDecoding) {
+  const auto prompt = random_prompts(1, 12, 12, vocab(), 3)[0];
+  RequestParams params;
+  params.max_tokens = 4;
+  params.ignore_eos = true;
+  params.sampling.temperature = 0.6f;
+  params.sampling.top_k = 40;
+  params.sampling.has_seed = true;
+  const auto greedy_run = plain({prompt}, greedy(8));
+  const int runs = 3000;
+  auto sample_all = [&](std::unique_ptr<spec::Proposer> proposer) {
+    Engine engine(*model_, pool_of(*model_, 512, 256));
+    if (proposer) engine.use_proposer(std::move(proposer), fixed_k(3));
+    std::vector<std::map<int32_t, int>> counts(4);
+    for (int base = 0; base < runs; base += 64) {
+      std::vector<Outcome> outs(64);
+      for (int i = 0; i < 64 && base + i < runs; ++i) {
+        RequestParams p = params;
+        p.sampling.seed = static_cast<uint64_t>(1000003 * (base + i) + (proposer ? 7 : 0));
+        Outcome* o = &outs[static_cast<size_t>(i)];
+        engine.add(prompt, p, [o](const RequestUpdate& u) {
+          for (const auto& g : u.tokens) o->tokens.push_back(g.token);
+        });
+      }
+      engine.run_until_idle();
+      for (const Outcome& o : outs)
+        for (size_t pos = 0; pos < o.tokens.size() && pos < 4; ++pos) counts[pos][o.tokens[pos]]++;
+    }
+    return std::make_pair(counts, engine.stats());
+  };
+  const auto [plain_counts, plain_stats] = sample_all(nullptr);
+  // A point-mass proposer (the greedy continuation, often right) and one with a real q.
+  const std::map<std::vector<int32_t>, std::vector<int32_t>> ref{{prompt, greedy_run[0].tokens}};
+  for (const bool with_q : {false, true}) {
+    const auto [spec_counts, spec_stats] = sample_all(std::make_unique<OracleProposer>(ref, vocab(), 0.1, with_q));
+    EXPECT_GT(spec_stats.spec_accepted_tokens, runs / 8) << "the drafts must be accepted often to test anything";
+    EXPECT_LT(spec_stats.spec_accepted_tokens, spec_stats.spec_draft_tokens);
+    for (size_t pos = 0; pos < 4; ++pos) {
+      EXPECT_EQ(plain_counts[pos].size() > 5, true) << "position " << pos << " is nearly deterministic";
+      EXPECT_LT(chi_square_ratio(plain_counts[pos], spec_counts[pos]), 1.0) << "position " << pos << (with_q ? " (q)" : "");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zen

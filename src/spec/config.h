@@ -1,0 +1,32 @@
+// --speculative-config: vLLM's keys where vLLM has them. Parsed strictly: an unknown key, a
+// wrong type or an out-of-range value is an error that names it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace zen::spec {
+
+struct SpeculativeConfig {
+  std::string method;                 // "" (off) | ngram | suffix | draft_model | mtp
+  std::string model;                  // draft_model: the draft checkpoint
+  int32_t num_speculative_tokens = 0;  // k (the most the controller may pick); 0: the method's default
+  int32_t prompt_lookup_min = 2;       // ngram
+  int32_t prompt_lookup_max = 5;
+  bool adaptive = true;                // false: always verify k drafts when there are any
+  // suffix (vLLM's suffix_decoding_* keys)
+  int32_t suffix_max_tree_depth = 24;
+  int64_t suffix_max_cached_tokens = int64_t{1} << 20;
+  double suffix_max_spec_factor = 1.0;
+  double suffix_min_token_prob = 0.1;
+
+  bool enabled() const { return !method.empty(); }
+  // k after defaults: ngram 5, suffix 16, draft_model 5, mtp 3.
+  int32_t k() const;
+  // Throws zen::Error naming the offending key.
+  static SpeculativeConfig parse(std::string_view json);
+  void validate() const;
+  std::string describe() const;  // one line for the start-up log
+};
+
+}  // namespace zen::spec

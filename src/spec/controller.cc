@@ -1,0 +1,141 @@
+#include "spec/controller.h"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+#include "base/error.h"
+
+namespace zen::spec {
+
+// ---- StepCostModel ----
+
+int StepCostModel::bucket(int64_t tokens) {
+  if (tokens <= 64) return static_cast<int>(std::max<int64_t>(tokens, 1) - 1);
+  int b = 64;
+  for (int64_t t = 128; t < tokens && b + 1 < kBuckets; t *= 2) ++b;
+  return b;  // (64, 128] -> 64, (128, 256] -> 65, ...
+}
+
+int64_t StepCostModel::bucket_tokens(int b) { return b < 64 ? b + 1 : int64_t{128} << (b - 64); }
+
+void StepCostModel::record(int64_t tokens, double seconds) {
+  if (tokens <= 0 || !(seconds > 0)) return;
+  const int b = bucket(tokens);
+  // Beyond 64 a bucket spans a range: store the time scaled to the bucket's top.
+  const double s = seconds * static_cast<double>(bucket_tokens(b)) / static_cast<double>(std::max<int64_t>(tokens, 1));
+  const double at = b < 64 ? seconds : s;
+  seconds_[static_cast<size_t>(b)] = known_[static_cast<size_t>(b)] ? 0.8 * seconds_[static_cast<size_t>(b)] + 0.2 * at : at;
+  known_[static_cast<size_t>(b)] = true;
+  ++measured_;
+}
+
+double StepCostModel::predict(int64_t tokens) const {
+  if (measured_ == 0) return 0;
+  tokens = std::max<int64_t>(tokens, 1);
+  int lo = -1, hi = -1;  // nearest measured buckets at or below / above
+  for (int b = 0; b < kBuckets; ++b) {
+    if (!known_[static_cast<size_t>(b)]) continue;
+    if (bucket_tokens(b) <= tokens) lo = b;
+    else if (hi < 0) hi = b;
+  }
+  const auto t_of = [](int b) { return static_cast<double>(bucket_tokens(b)); };
+  const auto x = static_cast<double>(tokens);
+  if (lo < 0) return seconds_[static_cast<size_t>(hi)];  // fewer tokens never cost more
+  if (hi < 0) return seconds_[static_cast<size_t>(lo)] * x / t_of(lo);
+  const double f = (x - t_of(lo)) / (t_of(hi) - t_of(lo));
+  return seconds_[static_cast<size_t>(lo)] + f * (seconds_[static_cast<size_t>(hi)] - seconds_[static_cast<size_t>(lo)]);
+}
+
+// ---- Acceptance ----
+
+void Acceptance::update(int32_t drafted, int32_t accepted, double weight) {
+  // Positions 0..accepted-1 were accepted; position `accepted` (if drafted) was rejected;
+  // later ones were never tried.
+  const int32_t seen = std::min(std::min(accepted + 1, drafted), kMaxDraftTokens);
+  for (int32_t i = 0; i < seen; ++i) {
+    float& r = rate[static_cast<size_t>(i)];
+    r += static_cast<float>(weight) * ((i < accepted ? 1.0f : 0.0f) - r);
+  }
+}
+
+// ---- Controller ----
+
+Controller::Controller(const ControllerOptions& options) : o_(options) {
+  if (o_.num_speculative_tokens < 1 || o_.num_speculative_tokens > kMaxDraftTokens)
+    fail("num_speculative_tokens must be in [1, ", kMaxDraftTokens, "], got ", o_.num_speculative_tokens);
+  global_.fill(o_.prior_acceptance);
+}
+
+const Acceptance& Controller::acceptance(uint64_t seq_id) {
+  auto [it, fresh] = per_seq_.try_emplace(seq_id);
+  if (fresh) it->second = global_;
+  return it->second;
+}
+
+void Controller::record_verify(uint64_t seq_id, int32_t drafted, int32_t accepted) {
+  if (drafted <= 0) return;
+  acceptance(seq_id);
+  per_seq_[seq_id].update(drafted, accepted, 0.25);
+  global_.update(drafted, accepted, 0.05);
+}
+
+void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_t draft_budget,
+                        const ProposerCost& proposer_seconds) {
+  if (cands.empty()) return;
+  for (Candidate& c : cands) c.max_k = std::clamp(c.max_k, 0, std::min(o_.num_speculative_tokens, kMaxDraftTokens));
+  if (!o_.adaptive) {  // pinned k, within the token budget
+    int64_t total = 0;
+    for (Candidate& c : cands) {
+      c.max_k = static_cast<int32_t>(std::clamp<int64_t>(draft_budget - total, 0, c.max_k));
+      total += c.max_k;
+    }
+    mean_k_ = static_cast<double>(total) / static_cast<double>(cands.size());
+    return;
+  }
+  // Walk the greedy path: each step adds the draft token of highest expected gain.
+  struct Next {
+    double gain;
+    size_t cand;
+    bool operator<(const Next& o) const { return gain < o.gain || (gain == o.gain && cand > o.cand); }
+  };
+  std::vector<const Acceptance*> acc(cands.size());
+  std::vector<double> cumulative(cands.size(), 1.0);
+  std::vector<int32_t> k(cands.size(), 0);
+  std::priority_queue<Next> heap;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    acc[i] = &acceptance(cands[i].seq_id);
+    if (cands[i].max_k > 0) heap.push({acc[i]->rate[0], i});
+  }
+  const int64_t base_tokens = other_tokens + static_cast<int64_t>(cands.size());
+  double emitted = static_cast<double>(cands.size());
+  const double base_time = cost_.predict(base_tokens);
+  double best_rate = base_time > 0 ? emitted / base_time : 0;
+  std::vector<size_t> order;  // the path
+  size_t best_len = 0;
+  int64_t drafting = 0;
+  int32_t longest = 0;
+  while (!heap.empty() && static_cast<int64_t>(order.size()) < draft_budget && base_time > 0) {
+    const Next n = heap.top();
+    heap.pop();
+    const size_t i = n.cand;
+    emitted += n.gain;
+    cumulative[i] = n.gain;
+    drafting += k[i] == 0 ? 1 : 0;
+    ++k[i];
+    longest = std::max(longest, k[i]);
+    order.push_back(i);
+    if (k[i] < cands[i].max_k) heap.push({cumulative[i] * acc[i]->rate[static_cast<size_t>(k[i])], i});
+    const double extra = proposer_seconds ? proposer_seconds(drafting, longest) : 0.0;
+    const double rate = emitted / (cost_.predict(base_tokens + static_cast<int64_t>(order.size())) + extra);
+    if (rate > best_rate) {
+      best_rate = rate;
+      best_len = order.size();
+    }
+  }
+  for (Candidate& c : cands) c.max_k = 0;
+  for (size_t s = 0; s < best_len; ++s) ++cands[order[s]].max_k;
+  mean_k_ = static_cast<double>(best_len) / static_cast<double>(cands.size());
+}
+
+}  // namespace zen::spec

@@ -1,0 +1,94 @@
+// The adaptive speculation controller: per step and per sequence it picks how many drafted
+// tokens to verify (0 = none), from measured quantities only, to maximise the batch's expected
+// emitted tokens per second.
+//
+// Control law. A sequence verifying k drafts emits E(k) = 1 + sum_{j=1..k} prod_{i<=j} a_i
+// tokens, where a_i is its acceptance rate at draft position i given the earlier ones were
+// accepted (a moving average per request, seeded from the proposer's global average). A forward
+// of n tokens takes T(n) seconds, learnt online from every step (StepCostModel). With D
+// sequences decoding, the batch emits sum_s E(k_s) tokens in T(D + sum_s k_s) + C seconds (C the
+// proposer's own measured cost). Each extra draft token adds the next factor of one sequence's
+// product; taking them in decreasing order of that gain (every sequence's gains shrink with k)
+// traces the best allocation for each total, and the controller keeps the total with the
+// highest rate, or none when plain decoding is fastest. So a memory-bound step (T flat in n:
+// one sequence, a CPU or GPU with spare compute) drafts long where acceptance is high, while a
+// compute-bound one (T growing with n: many sequences) turns speculation off unless acceptance
+// is near 1. Costs and acceptance are re-measured all the time, so it follows the load.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace zen::spec {
+
+inline constexpr int32_t kMaxDraftTokens = 32;
+
+// Seconds of a forward pass as a function of its token count: a moving average per bucket
+// (exact counts up to 64, then powers of two), interpolated linearly between measured buckets
+// and extrapolated proportionally beyond the largest (pessimistic: compute-bound).
+class StepCostModel {
+ public:
+  void record(int64_t tokens, double seconds);
+  double predict(int64_t tokens) const;  // 0 before anything was measured
+  bool empty() const { return measured_ == 0; }
+
+ private:
+  static constexpr int kBuckets = 64 + 20;
+  static int bucket(int64_t tokens);
+  static int64_t bucket_tokens(int b);
+  std::array<double, kBuckets> seconds_{};
+  std::array<bool, kBuckets> known_{};
+  int measured_ = 0;
+};
+
+struct ControllerOptions {
+  bool adaptive = true;           // false: always verify num_speculative_tokens (if drafted)
+  int32_t num_speculative_tokens = 5;
+  double prior_acceptance = 0.6;  // a_i before anything was measured
+};
+
+// Per-position acceptance: a_i as a moving average, for a request or for all of them.
+struct Acceptance {
+  std::array<float, kMaxDraftTokens> rate{};
+  void fill(double a) { rate.fill(static_cast<float>(a)); }
+  void update(int32_t drafted, int32_t accepted, double weight);
+};
+
+class Controller {
+ public:
+  explicit Controller(const ControllerOptions& options);
+  const ControllerOptions& options() const { return o_; }
+
+  struct Candidate {
+    uint64_t seq_id = 0;
+    int32_t max_k = 0;  // in: drafts available (or allowed); out: how many to verify
+  };
+  // Chooses k for every candidate of one step. other_tokens: tokens the step carries besides
+  // the candidates' own last tokens (prefill chunks, decodes without drafts); draft_budget
+  // caps the sum of k. proposer_seconds(seqs, k): the proposer's cost for `seqs` sequences
+  // drafting up to k tokens (pass none once the drafts exist: their cost is sunk).
+  using ProposerCost = std::function<double(int64_t seqs, int32_t k)>;
+  void choose(std::span<Candidate> cands, int64_t other_tokens, int64_t draft_budget,
+              const ProposerCost& proposer_seconds = nullptr);
+
+  // Measurements: a forward's duration, and the outcome of one sequence's verification.
+  void record_step(int64_t tokens, double seconds) { cost_.record(tokens, seconds); }
+  void record_verify(uint64_t seq_id, int32_t drafted, int32_t accepted);
+  void forget(uint64_t seq_id) { per_seq_.erase(seq_id); }
+  const StepCostModel& cost() const { return cost_; }
+  const Acceptance& acceptance(uint64_t seq_id);
+  // The mean k of the last step that had candidates (the metrics' gauge).
+  double mean_k() const { return mean_k_; }
+
+ private:
+  ControllerOptions o_;
+  StepCostModel cost_;
+  Acceptance global_;
+  std::unordered_map<uint64_t, Acceptance> per_seq_;
+  double mean_k_ = 0;
+};
+
+}  // namespace zen::spec

@@ -1,0 +1,57 @@
+// What every speculative proposer offers the engine: draft up to k tokens that may follow a
+// sequence, and learn what the verifier kept. One file per proposer (ngram, suffix,
+// draft_model, mtp) behind this interface; the engine never knows which one it drives.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace zen::spec {
+
+// One sequence's request for a draft, and the answer.
+struct DraftSlot {
+  uint64_t seq_id = 0;
+  std::span<const int32_t> tokens;  // prompt + output; tokens.back() is the token being decoded
+  int64_t prompt_len = 0;
+  int32_t max_tokens = 0;           // k chosen by the controller (> 0)
+  const SamplingParams* sampling = nullptr;  // how the target samples (a draft model samples alike)
+  // Out: at most max_tokens drafted tokens, and for proposers with a distribution the
+  // probabilities each was drawn from ([draft.size(), vocab], row j for draft[j]); empty q
+  // means a point mass on each drafted token.
+  std::vector<int32_t> draft;
+  std::vector<float> q;
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  virtual std::string_view name() const = 0;
+  // Drafts for several sequences at once (a draft model batches them in one forward). Slots
+  // may come back with an empty draft (nothing worth proposing).
+  virtual void propose(std::span<DraftSlot> slots) = 0;
+  // After verification: tokens (prompt + output) are final up to the end; `accepted` of the
+  // `drafted` tokens were kept. Proposers with per-sequence state (a suffix tree, draft KV)
+  // bring it up to date here; tokens may also have shrunk (preemption) since the last call.
+  virtual void observe(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len, int32_t drafted,
+                       int32_t accepted) {
+    (void)seq_id, (void)tokens, (void)prompt_len, (void)drafted, (void)accepted;
+  }
+  // The sequence finished (any reason): drop its state; `tokens` is its final text, which a
+  // proposer with a cross-request memory (suffix) may learn from.
+  virtual void finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) {
+    (void)seq_id, (void)tokens, (void)prompt_len;
+  }
+  // Seconds one propose() call costs for `seqs` sequences drafting `k` tokens each, as the
+  // proposer measured it (0: negligible, e.g. lookups); the controller adds it to a step.
+  virtual double cost_seconds(int64_t seqs, int32_t k) const {
+    (void)seqs, (void)k;
+    return 0;
+  }
+};
+
+}  // namespace zen::spec

@@ -1,0 +1,42 @@
+// Lossless verification of a draft against the target model's logits.
+//   Greedy: accept the longest prefix equal to the target's choice, then the target's token.
+//   Sampling: standard rejection sampling (Leviathan et al. 2023; vLLM's rejection_sampler):
+//   accept draft token d with probability min(1, p(d) / q(d)); on rejection draw from
+//   norm(max(p - q, 0)); when every draft survives, draw a bonus token from p. q is the
+//   draft's distribution, or a point mass on d for proposers that give none (n-gram, suffix).
+// p is exactly the distribution plain decoding samples from (logit bias, penalties as of the
+// tokens accepted so far, temperature, top-k / top-p / min-p), so the output distribution,
+// and with greedy decoding the output itself, equals decoding without speculation.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace zen::spec {
+
+// Called for each emitted token in order, with the index of the logits row it came from
+// (row j follows the last token and draft[0, j)). Returning false stops verification there
+// (a stop token, max_tokens): later drafts are neither accepted nor emitted.
+using EmitFn = std::function<bool(int32_t token, int64_t row)>;
+
+struct Verdict {
+  int32_t accepted = 0;  // drafts accepted (emitted as themselves)
+  int32_t emitted = 0;   // tokens emitted: accepted + 1 unless emit() stopped early
+};
+
+class Verifier {
+ public:
+  // rows: [draft.size() + 1, vocab] target logits, left untouched; q: empty (point masses) or
+  // [draft.size(), vocab]. The sampler sees every emitted token (accept()) before the next row.
+  Verdict verify(Sampler& sampler, const float* rows, int64_t vocab, std::span<const int32_t> draft,
+                 std::span<const float> q, const EmitFn& emit);
+
+ private:
+  std::vector<float> scratch_;          // [vocab] a row the sampler may edit
+  std::vector<TokenProb> residual_;     // norm(max(p - q, 0)) before normalising
+};
+
+}  // namespace zen::spec
