@@ -35,4 +35,5 @@ ninja -C build -j"$(nproc)"
 if [ "${ZEN_SKIP_MODEL:-0}" != 1 ]; then
   bash tools/install_default_model.sh models/default
   bash tools/install_smollm2.sh models/smollm2  # a second real model for the tests (98 MB)
+  bash tools/install_coder_1_5b.sh models/coder-1.5b  # a target the default model can draft for (1.1 GB)
 fi
