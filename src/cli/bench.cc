@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/speculative_flags.h"
 #include "engine/engine.h"
 
 namespace zen::cli {
@@ -226,7 +227,7 @@ void print_decode_scaling(const nlohmann::json& cells) {
 }  // namespace
 
 int bench_command(int argc, char** argv) {
-  Flags f("bench", {{"model", FlagKind::String, "model path (default: the installed default model)", {}},
+  Flags f("bench", with_speculative_flags({{"model", FlagKind::String, "model path (default: the installed default model)", {}},
                     {"concurrency", FlagKind::String, "concurrency levels (default 1,2,4,8,16,32,64)", {}},
                     {"workloads", FlagKind::String, "NAME:PROMPT:OUTPUT tokens, comma-separated (default chat:128:64)", {}},
                     {"repeats", FlagKind::Int, "waves per cell, run level by level in turn (default 1)", {}},
@@ -242,7 +243,7 @@ int bench_command(int argc, char** argv) {
                     {"nvfp4-exact", FlagKind::Bool, "NVFP4 with f32 activations (exact, slower; default int8 per block of 32)", {}},
                     {"json", FlagKind::String, "write results here (default zen-bench.json)", {}},
                     {"seed", FlagKind::Int, "prompt generator seed (default 1)", {}},
-                    {"help", FlagKind::Bool, "show this help", {}}});
+                    {"help", FlagKind::Bool, "show this help", {}}}));
   f.parse(argc, argv, 2);
   if (f.flag("help")) {
     std::fputs(f.usage().c_str(), stdout);
@@ -271,6 +272,7 @@ int bench_command(int argc, char** argv) {
   opts.max_num_batched_tokens = f.integer("max-num-batched-tokens", 512);
   opts.max_num_seqs = std::max<int64_t>(64, *std::max_element(levels.begin(), levels.end()));
   opts.max_waiting = 1 << 20;
+  apply_speculative_flags(f, opts);
   Engine engine(*model, opts);
   std::printf("model: %s\n%s\n", path.c_str(), engine.describe().c_str());
   std::mt19937 rng(static_cast<uint32_t>(f.integer("seed", 1)));

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cinttypes>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include "base/error.h"
 #include "base/mmap.h"
 #include "cli/flags.h"
+#include "cli/speculative_flags.h"
 #include "engine/generate.h"
 #include "model/footprint.h"
 #include "model/hybrid.h"
@@ -79,8 +82,50 @@ std::string resolve_model_path(const std::string& flag_value) {
   fail("no --model given and the default model is not installed (run ./setup.sh, or set ZEN_MODEL)");
 }
 
+namespace {
+
+// zen run with speculation goes through the serving engine (one request), which owns the
+// verifier, proposers and controller; timings match generate()'s: prefill up to the first
+// token, decode after it.
+GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& ids, const GenerateOptions& opts,
+                                    EngineOptions eo, const std::function<void(int32_t)>& on_token, std::string& summary) {
+  eo.kv_dtype = opts.kv_dtype;
+  eo.max_num_seqs = 1;
+  eo.context_window = std::min<int64_t>(model.config().max_position_embeddings,
+                                        static_cast<int64_t>(ids.size()) + std::max<int64_t>(opts.max_tokens, 1));
+  eo.kv_memory_bytes = static_cast<int64_t>(KvPool::bytes_per_token(model.config(), eo.kv_dtype)) *
+                       (eo.context_window + 2 * eo.block_size) * 2;  // the drafter takes its share of this
+  Engine engine(model, eo);
+  std::fprintf(stderr, "%s\n", engine.describe().c_str());
+  RequestParams params;
+  params.max_tokens = std::max<int64_t>(opts.max_tokens, 1);
+  params.ignore_eos = opts.ignore_eos;
+  params.sampling = opts.sampling;
+  GenerateResult r;
+  r.prompt_tokens = static_cast<int64_t>(ids.size());
+  const auto start = std::chrono::steady_clock::now();
+  double first = -1;
+  const AddResult added = engine.add(ids, params, [&](const RequestUpdate& u) {
+    for (const GeneratedToken& g : u.tokens) {
+      if (first < 0) first = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      r.tokens.push_back(g.token);
+      on_token(g.token);
+    }
+    if (u.finished) r.finish_reason = u.finish_reason == "error" ? "error: " + u.error : u.finish_reason;
+  });
+  if (added.status != AddStatus::Ok) fail(added.message);
+  engine.run_until_idle();
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.prefill_seconds = std::max(first, 0.0);
+  r.decode_seconds = total - r.prefill_seconds;
+  summary = speculation_summary(engine.stats());
+  return r;
+}
+
+}  // namespace
+
 int run_command(int argc, char** argv) {
-  Flags f("run", {kModelFlag,
+  Flags f("run", with_speculative_flags({kModelFlag,
                   {"prompt", FlagKind::String, "the prompt text (or use --prompt-file)", {}},
                   {"prompt-file", FlagKind::String, "read the prompt from a file ('-' for stdin)", {}},
                   {"chat", FlagKind::Bool, "format the prompt as a user turn with the model's chat template", {}},
@@ -96,10 +141,12 @@ int run_command(int argc, char** argv) {
                   {"frequency-penalty", FlagKind::Float, "OpenAI frequency penalty in [-2, 2]", {}},
                   {"seed", FlagKind::Int, "random seed (same seed, same output)", {}},
                   {"ignore-eos", FlagKind::Bool, "keep generating to --max-tokens past end-of-sequence", {}},
-                  kKvQuantFlag, kNvfp4ExactFlag, kThreadsFlag, kHelpFlag});
+                  kKvQuantFlag, kNvfp4ExactFlag, kThreadsFlag, kHelpFlag}));
   f.parse(argc, argv, 2);
   if (wants_help(f)) return 0;
   if (!f.positional().empty()) fail("unexpected argument '", f.positional()[0], "' (the prompt goes in --prompt)");
+  EngineOptions engine_options;
+  apply_speculative_flags(f, engine_options);
   if (f.has("prompt") == f.has("prompt-file")) fail("give exactly one of --prompt TEXT or --prompt-file PATH");
   const std::string prompt_text = f.has("prompt") ? f.str("prompt") : read_input_file(f.str("prompt-file"));
 
@@ -143,12 +190,21 @@ int run_command(int argc, char** argv) {
   const std::vector<int32_t> ids = tok.encode(text, /*parse_special=*/chat, !(chat && tok.starts_with_bos_text(text)));
 
   StreamingDetokenizer detok(tok);
-  GenerateResult r = generate(*model, ids, opts, [&](int32_t id) {
+  auto print_token = [&](int32_t id) {
     const std::string piece = detok.push(id);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
-    return true;
-  });
+  };
+  GenerateResult r;
+  std::string spec_summary;
+  if (engine_options.speculative.enabled()) {
+    r = generate_with_engine(*model, ids, opts, engine_options, print_token, spec_summary);
+  } else {
+    r = generate(*model, ids, opts, [&](int32_t id) {
+      print_token(id);
+      return true;
+    });
+  }
   const std::string rest = detok.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
@@ -159,6 +215,7 @@ int run_command(int argc, char** argv) {
   const int64_t decoded = std::max<int64_t>(0, n_gen - 1);
   std::fprintf(stderr, "decode: %" PRId64 " tokens in %.3f s (%.2f tok/s), finish: %s\n", n_gen, r.decode_seconds,
                static_cast<double>(decoded) / std::max(1e-9, r.decode_seconds), r.finish_reason.c_str());
+  std::fputs(spec_summary.c_str(), stderr);
   return 0;
 }
 

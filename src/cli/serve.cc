@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/speculative_flags.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "model/model.h"
@@ -43,7 +44,7 @@ int64_t parse_byte_size(const std::string& flag, const std::string& text) {
 }  // namespace
 
 int serve_command(int argc, char** argv) {
-  Flags f("serve", {{"model", FlagKind::String, "model path: HF folder, .safetensors, or .gguf (default: the installed default model)", {}},
+  Flags f("serve", with_speculative_flags({{"model", FlagKind::String, "model path: HF folder, .safetensors, or .gguf (default: the installed default model)", {}},
                     {"host", FlagKind::String, "address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)", {}},
                     {"port", FlagKind::Int, "port (default 30000; 0 picks a free one)", {}},
                     {"served-model-name", FlagKind::String, "model name in the API (default: the model file's name)", {}},
@@ -71,7 +72,7 @@ int serve_command(int argc, char** argv) {
                      {"qwen3_xml", "hermes", "none"}},
                     {"enable-auto-tool-choice", FlagKind::Bool, "accepted for vLLM compatibility: tool_choice auto is on whenever a tool-call parser is", {}},
                     {"threads", FlagKind::Int, "worker threads (default: all cores)", {}},
-                    {"help", FlagKind::Bool, "show this help", {}}});
+                    {"help", FlagKind::Bool, "show this help", {}}}));
   f.parse(argc, argv, 2);
   if (f.flag("help")) {
     std::fputs(f.usage().c_str(), stdout);
@@ -100,6 +101,7 @@ int serve_command(int argc, char** argv) {
     fail("--context-window must be positive (omit it for the model's own), got ", eo.context_window);
   if (f.has("long-prefill-token-threshold") && eo.long_prefill_token_threshold < 1)
     fail("--long-prefill-token-threshold must be at least 1, got ", eo.long_prefill_token_threshold);
+  apply_speculative_flags(f, eo);
   eo.validate();
 
   if (f.has("host") && f.str("host").empty()) fail("--host must name an address (127.0.0.1, ::1, 0.0.0.0, ...), got ''");

@@ -235,6 +235,13 @@ std::string Engine::describe() const {
     << "Maximum concurrency for " << context_window() << " tokens per request: "
     << static_cast<double>(kv_capacity_tokens()) / static_cast<double>(context_window()) << "x\n"
     << "Packed matmul kernels: " << kernels::PackedMatrix::isa();
+  if (impl_->proposer) {
+    s << "\n" << (options_.speculative.enabled() ? options_.speculative.describe()
+                                                 : "Speculative decoding: " + std::string(impl_->proposer->name()));
+    if (impl_->controller && !impl_->controller->options().adaptive) s << " (k pinned)";
+    s << "; the proposer keeps no KV: the same " << kv_capacity_tokens() << " tokens and "
+      << static_cast<double>(kv_capacity_tokens()) / static_cast<double>(context_window()) << "x concurrency as without it";
+  }
   if (impl_->states) {
     const StatePool& p = impl_->states->pool();
     const int64_t snapshots = p.num_slots() - options_.max_num_seqs;

@@ -80,6 +80,8 @@ bool Generation::pump(const Write& write, std::chrono::milliseconds wait) {
 bool Generation::handle(const RequestUpdate& u, const Write& write) {
   usage_.prompt_tokens = u.prompt_tokens;
   usage_.cached_tokens = u.cached_prompt_tokens;
+  usage_.accepted_prediction_tokens = u.spec_accepted_tokens;
+  usage_.rejected_prediction_tokens = u.spec_draft_tokens - u.spec_accepted_tokens;
   if (!u.tokens.empty()) {
     const auto now = Clock::now();
     if (!have_last_token_) {

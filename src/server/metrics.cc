@@ -105,6 +105,22 @@ std::string Metrics::render(const EngineStats& s, const std::string& model_name)
   scalar(out, "zen_preemptions_total", "Sequences preempted (recomputed later) for lack of KV blocks.", "counter", model,
          static_cast<double>(s.preemptions));
   scalar(out, "zen_engine_steps_total", "Engine steps that ran a forward pass.", "counter", model, static_cast<double>(s.steps));
+  // Speculative decoding, with vLLM's meanings (vllm:spec_decode_*).
+  scalar(out, "zen_spec_decode_num_drafts_total", "Verifications that carried drafted tokens.", "counter", model,
+         static_cast<double>(s.spec_drafts));
+  scalar(out, "zen_spec_decode_num_draft_tokens_total", "Drafted tokens verified.", "counter", model,
+         static_cast<double>(s.spec_draft_tokens));
+  scalar(out, "zen_spec_decode_num_accepted_tokens_total", "Drafted tokens accepted.", "counter", model,
+         static_cast<double>(s.spec_accepted_tokens));
+  header(out, "zen_spec_decode_num_accepted_tokens_per_pos_total", "Drafted tokens accepted, by draft position (0 first).", "counter");
+  size_t positions = 0;
+  for (size_t p = 0; p < s.spec_accepted_per_pos.size(); ++p)
+    if (s.spec_accepted_per_pos[p] > 0) positions = p + 1;
+  for (size_t p = 0; p < std::max<size_t>(positions, 1); ++p)
+    out += "zen_spec_decode_num_accepted_tokens_per_pos_total{model_name=\"" + model_name + "\",position=\"" +
+           std::to_string(p) + "\"} " + std::to_string(s.spec_accepted_per_pos[p]) + "\n";
+  scalar(out, "zen_spec_decode_mean_k", "Drafted tokens per decoding sequence the controller chose in its last step.", "gauge",
+         model, s.spec_mean_k);
   return out;
 }
 

@@ -7,10 +7,14 @@ namespace zen::server {
 std::string to_text(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
 ojson usage_json(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  ojson j = {{"prompt_tokens", u.prompt_tokens},
+             {"completion_tokens", u.completion_tokens},
+             {"total_tokens", u.prompt_tokens + u.completion_tokens},
+             {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  if (u.accepted_prediction_tokens + u.rejected_prediction_tokens > 0)
+    j["completion_tokens_details"] = {{"accepted_prediction_tokens", u.accepted_prediction_tokens},
+                                      {"rejected_prediction_tokens", u.rejected_prediction_tokens}};
+  return j;
 }
 
 namespace {

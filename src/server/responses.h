@@ -21,6 +21,10 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
+  // Speculative decoding: drafted tokens the target accepted / rejected (reported as OpenAI's
+  // predicted-output counts in completion_tokens_details when anything was drafted).
+  int64_t accepted_prediction_tokens = 0;
+  int64_t rejected_prediction_tokens = 0;
 };
 ojson usage_json(const Usage& u);
 
