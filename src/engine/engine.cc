@@ -63,6 +63,22 @@ int64_t snapshot_slots(const ModelConfig& cfg, const EngineOptions& o) {
   return std::min(o.state_snapshot_slots, budget / slot_bytes);
 }
 
+// A hybrid model's state slots: one live per sequence, prefix snapshots, and with speculation
+// k scratch slots per sequence for the states after each draft (bounded like the snapshots;
+// pages are committed only when used).
+std::unique_ptr<StateCache> make_states(const ModelConfig& cfg, const EngineOptions& o, int32_t max_draft) {
+  const int64_t floats = recurrent_state_floats(cfg);
+  if (floats == 0) return nullptr;
+  int64_t scratch = 0;
+  if (max_draft > 0) {
+    EngineOptions bound = o;
+    bound.prefix_cache = true;
+    bound.state_snapshot_slots = int64_t{max_draft} * o.max_num_seqs;
+    scratch = std::max<int64_t>(max_draft, snapshot_slots(cfg, bound));
+  }
+  return std::make_unique<StateCache>(floats, o.max_num_seqs, snapshot_slots(cfg, o), scratch);
+}
+
 // Tokens of context whose attention costs as much as one token through the weights, counted
 // in multiply-adds: a token's weights (attention or Gated DeltaNet projections, the dense or
 // routed MLP) against 2 x heads x head_dim per key in each full-attention layer (QK and PV).
@@ -145,9 +161,7 @@ struct Engine::Impl {
       : cfg(model.config()),
         kv(cfg, kv_blocks(cfg, o), o.kv_dtype, o.block_size),
         blocks(kv.num_blocks(), o.block_size, o.prefix_cache),
-        states(recurrent_state_floats(cfg) > 0
-                   ? std::make_unique<StateCache>(recurrent_state_floats(cfg), o.max_num_seqs, snapshot_slots(cfg, o))
-                   : nullptr),
+        states(make_states(cfg, o, o.speculative.enabled() ? o.speculative.k() : 0)),
         scheduler(SchedulerConfig{.max_num_seqs = o.max_num_seqs,
                                   .max_num_batched_tokens = o.max_num_batched_tokens,
                                   .long_prefill_token_threshold = o.long_prefill_token_threshold,
@@ -159,7 +173,6 @@ struct Engine::Impl {
         runner(model, kv, states ? &states->pool() : nullptr),
         proposer(make_proposer(o.speculative)) {
     if (proposer) {
-      if (states) fail("speculative decoding on hybrid (recurrent-state) models is not supported yet");
       controller = std::make_unique<spec::Controller>(
           spec::ControllerOptions{.adaptive = o.speculative.adaptive, .num_speculative_tokens = o.speculative.k()});
       if (!o.spec_trace_path.empty()) {
@@ -308,7 +321,11 @@ void Engine::abort(uint64_t id) {
 
 void Engine::use_proposer(std::unique_ptr<spec::Proposer> proposer, const spec::ControllerOptions& control) {
   std::lock_guard step_lock(impl_->step_mu);
-  if (impl_->states) fail("speculative decoding on hybrid (recurrent-state) models is not supported yet");
+  if (impl_->states) {  // room for the states after each draft (nothing runs yet)
+    impl_->states = make_states(impl_->cfg, options_, proposer ? control.num_speculative_tokens : 0);
+    impl_->scheduler.set_states(impl_->states.get());
+    impl_->runner.set_states(&impl_->states->pool());
+  }
   impl_->proposer = std::move(proposer);
   impl_->controller = impl_->proposer ? std::make_unique<spec::Controller>(control) : nullptr;
 }
@@ -385,7 +402,11 @@ void Engine::Impl::draft(const EngineOptions& o, int64_t context_window) {
   const auto vocab = static_cast<size_t>(cfg.vocab_size);
   for (size_t j = 0; j < slots.size(); ++j) {
     Sequence& seq = *cand_seqs[slot_of[j]];
-    const auto k = static_cast<size_t>(cands[slot_of[j]].max_k);
+    auto k = static_cast<size_t>(cands[slot_of[j]].max_k);
+    if (k > 0 && states) {  // the state after each verified token but the last needs a slot
+      states->take_scratch(static_cast<int64_t>(k), seq.draft_states);
+      k = seq.draft_states.size();
+    }
     if (k == 0) continue;
     seq.tokens.insert(seq.tokens.end(), slots[j].draft.begin(), slots[j].draft.begin() + static_cast<std::ptrdiff_t>(k));
     seq.num_draft = static_cast<int32_t>(k);
@@ -449,6 +470,11 @@ bool Engine::step() {
     else if (seq->num_draft > 0) {
       seq->drop_drafts(static_cast<int32_t>(it->n_tokens - (seq->uncomputed() - seq->num_draft)));
       it->all_logits = seq->num_draft > 0;
+    }
+    if (m.states && seq->draft_states.size() > static_cast<size_t>(seq->num_draft)) {
+      const std::span<const int32_t> spare = std::span<const int32_t>(seq->draft_states).subspan(static_cast<size_t>(seq->num_draft));
+      m.states->return_scratch(spare);
+      seq->draft_states.resize(static_cast<size_t>(seq->num_draft));
     }
   }
   int64_t generated = 0, prompt_tokens = 0, cached = 0;
@@ -533,6 +559,16 @@ bool Engine::step() {
       seq.computed = base + std::min(v.emitted, v.accepted);
       m.scheduler.rollback(&seq, static_cast<int64_t>(seq.tokens.size()));
       register_blocks(seq);
+      if (m.states) {
+        // The live state is the one after the last draft; the one after the last kept token
+        // was recorded in a scratch slot (index 0: after the token before the drafts).
+        const auto kept = static_cast<size_t>(std::min(v.emitted, v.accepted));
+        if (kept < seq.draft_states.size()) m.states->pool().copy(seq.draft_states[kept], seq.state_slot);
+        m.states->return_scratch(seq.draft_states);
+        seq.draft_states.clear();
+        if (seq.computed % kGatedDeltaNetChunk == 0 && seq.computed % bs == 0 && options_.prefix_cache)
+          m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(seq.computed / bs - 1)], seq.state_slot);
+      }
       if (m.proposer) m.proposer->observe(seq.id, seq.tokens, seq.prompt_len, k, v.accepted);
       send(seq, u);
     }

@@ -5,6 +5,7 @@ namespace zen {
 float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
   slices_.clear();
   first_row_.clear();
+  histories_.resize(plan.size());
   int64_t rows = 0;
   for (const ScheduledSeq& s : plan) {
     const Sequence& seq = *s.seq;
@@ -15,6 +16,13 @@ float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
     slice.blocks = seq.blocks;
     slice.state_slot = seq.state_slot;
     slice.all_logits = s.all_logits;
+    slice.recurrent_form = states_ != nullptr && seq.computed >= seq.prompt_len;  // recomputing decoded tokens
+    if (!seq.draft_states.empty()) {
+      const size_t i = slices_.size();
+      histories_[i].assign(seq.draft_states.begin(), seq.draft_states.end());
+      histories_[i].push_back(seq.state_slot);
+      slice.state_history = histories_[i];
+    }
     slices_.push_back(slice);
     first_row_.push_back(rows);
     rows += s.all_logits ? s.n_tokens : 1;

@@ -9,6 +9,8 @@
 
 namespace zen {
 
+// Hybrid models verifying drafts: the state after token i of a sequence's slice goes to
+// draft_states[i] (i < drafts), the state after its last token to its own slot.
 class ModelRunner {
  public:
   ModelRunner(Model& model, KvPool& kv, StatePool* states) : model_(model), kv_(kv), states_(states) {}
@@ -16,12 +18,14 @@ class ModelRunner {
   // rows for entries with all_logits; first_row(i) says where plan[i]'s rows start.
   float* run(std::span<const ScheduledSeq> plan);
   int64_t first_row(size_t i) const { return first_row_[i]; }
+  void set_states(StatePool* states) { states_ = states; }
 
  private:
   Model& model_;
   KvPool& kv_;
   StatePool* states_;
   std::vector<SeqSlice> slices_;
+  std::vector<std::vector<int32_t>> histories_;
   std::vector<int64_t> first_row_;
   std::vector<float> logits_;
 };

@@ -47,11 +47,15 @@ int64_t Scheduler::chunk_for(const Sequence& seq, int64_t budget) const {
   int64_t n = std::min(seq.uncomputed(), budget);
   const int64_t align = config_.state_align;
   if (align == 0 || seq.uncomputed() <= 1 || n <= 0) return std::max<int64_t>(n, 0);
+  // Tokens that were decoded (recomputed after preemption) run in decoding's recurrent form,
+  // where any split gives the same state; the prompt runs in the chunked one.
+  if (seq.computed >= seq.prompt_len) return n;
   const auto total = static_cast<int64_t>(seq.tokens.size());
   int64_t end = seq.computed + n;
   const int64_t last_boundary = ((total - 1) / align) * align;  // a snapshot is taken here
   if (seq.computed < last_boundary) end = std::min(end, last_boundary);
   if (end < total) end = (end / align) * align;
+  if (end > seq.prompt_len) end = seq.prompt_len;  // a chunk never mixes the two forms
   return std::max<int64_t>(end - seq.computed, 0);
 }
 
@@ -155,6 +159,8 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
 
 void Scheduler::free_resources(Sequence* seq) {
   seq->drop_drafts();
+  if (states_ != nullptr) states_->return_scratch(seq->draft_states);
+  seq->draft_states.clear();
   blocks_.release(seq->blocks);
   seq->block_hashes.clear();
   if (states_ != nullptr) states_->release(seq->state_slot);

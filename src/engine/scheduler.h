@@ -65,6 +65,7 @@ class Scheduler {
   // Where this sequence's next step must end, given `budget` tokens (0: cannot run now).
   int64_t chunk_for(const Sequence& seq, int64_t budget) const;
   int64_t long_prefill_threshold() const { return long_threshold_; }
+  void set_states(StateCache* states) { states_ = states; }  // before the first schedule()
 
  private:
   bool is_long(const Sequence& seq) const { return seq.uncomputed() > long_threshold_; }

@@ -33,6 +33,9 @@ struct Sequence {
   // ([num_draft, vocab], empty for point masses).
   int32_t num_draft = 0;
   std::vector<float> draft_q;
+  // Hybrid models: scratch state slots receiving the state after the last token and each
+  // draft but the final one (which lands in state_slot); [num_draft] while drafts are held.
+  std::vector<int32_t> draft_states;
   int64_t drafted_total = 0, accepted_total = 0;  // this request's drafted / accepted tokens
 
   RequestParams params;

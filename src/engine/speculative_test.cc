@@ -4,6 +4,7 @@
 // same distribution (two-sample chi-square per position).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -291,6 +292,54 @@ TEST_F(EngineSpec, SampledOutputHasTheDistributionOfPlainDecoding) {
     }
   }
 }
+
+// Hybrid models: verification restores the recurrent state after the last accepted token from
+// the per-token history (computed in the recurrent form decoding uses), so output is again
+// bit-identical, with prefix snapshots and preemption in play.
+class EngineSpecHybrid : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EngineSpecHybrid, GreedyDraftsEqualPlainDecoding) {
+  auto model = Model::load((fs::path(ZEN_SOURCE_DIR) / "tests/fixtures" / GetParam()).string(),
+                           {.n_threads = 2, .load_tokenizer = false});
+  const auto vocab = static_cast<int32_t>(model->config().vocab_size);
+  const auto prompts = random_prompts(12, 3, 140, vocab, 17);
+  RequestParams params = greedy(70);  // crosses the 64-token snapshot boundary while verifying
+  params.top_logprobs = 2;
+  std::vector<Outcome> want;
+  for (const auto& p : prompts) {
+    Engine alone(*model, pool_of(*model, 256, 128));
+    want.push_back(run_all(alone, {p}, params)[0]);
+  }
+  std::map<std::vector<int32_t>, std::vector<int32_t>> ref;
+  for (size_t i = 0; i < prompts.size(); ++i) ref[prompts[i]] = want[i].tokens;
+  for (const int64_t blocks : {int64_t{256}, int64_t{20}}) {  // 20: preemption
+    Engine engine(*model, pool_of(*model, blocks, 128));
+    engine.use_proposer(std::make_unique<OracleProposer>(ref, vocab, 0.25), fixed_k(5));
+    const auto got = run_all(engine, prompts, params);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << "prompt " << i << ", " << blocks << " blocks";
+      ASSERT_EQ(got[i].details.size(), want[i].details.size());
+      for (size_t t = 0; t < got[i].details.size(); ++t)
+        ASSERT_EQ(got[i].details[t].logprob, want[i].details[t].logprob) << "prompt " << i << " (" << prompts[i].size() << " tokens) token " << t;
+    }
+    const EngineStats s = engine.stats();
+    EXPECT_GT(s.spec_accepted_tokens, 0);
+    EXPECT_LT(s.spec_accepted_tokens, s.spec_draft_tokens);
+    EXPECT_EQ(s.kv_blocks_used, 0);
+    if (blocks == 20) {
+      EXPECT_GT(s.preemptions, 0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, EngineSpecHybrid,
+                         ::testing::Values("models/qwen3_5_text_f32", "models/qwen3_next_f32", "fpquant/qwen3_5_mixed",
+                                           "models/qwen3_5_tied_q8_0.gguf"),
+                         [](const auto& info) {
+                           std::string name = fs::path(info.param).filename().string();
+                           std::replace(name.begin(), name.end(), '.', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace zen

@@ -4,11 +4,22 @@
 
 namespace zen {
 
-StateCache::StateCache(int64_t floats_per_slot, int64_t live_slots, int64_t snapshot_slots)
-    : pool_(floats_per_slot, live_slots + snapshot_slots) {
+StateCache::StateCache(int64_t floats_per_slot, int64_t live_slots, int64_t snapshot_slots, int64_t scratch_slots)
+    : pool_(floats_per_slot, live_slots + snapshot_slots + scratch_slots) {
   for (int64_t i = live_slots - 1; i >= 0; --i) free_.push_back(static_cast<int32_t>(i));
   for (int64_t i = live_slots + snapshot_slots - 1; i >= live_slots; --i) snapshot_free_.push_back(static_cast<int32_t>(i));
+  const int64_t first_scratch = live_slots + snapshot_slots;
+  for (int64_t i = first_scratch + scratch_slots - 1; i >= first_scratch; --i) scratch_free_.push_back(static_cast<int32_t>(i));
 }
+
+void StateCache::take_scratch(int64_t n, std::vector<int32_t>& out) {
+  for (int64_t i = 0; i < n && !scratch_free_.empty(); ++i) {
+    out.push_back(scratch_free_.back());
+    scratch_free_.pop_back();
+  }
+}
+
+void StateCache::return_scratch(std::span<const int32_t> slots) { scratch_free_.insert(scratch_free_.end(), slots.begin(), slots.end()); }
 
 int32_t StateCache::allocate() {
   if (free_.empty()) return -1;

@@ -6,6 +6,7 @@
 #include <list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -15,8 +16,9 @@ namespace zen {
 
 class StateCache {
  public:
-  // live_slots: sequences that can run at once; snapshot_slots: prefix snapshots kept.
-  StateCache(int64_t floats_per_slot, int64_t live_slots, int64_t snapshot_slots);
+  // live_slots: sequences that can run at once; snapshot_slots: prefix snapshots kept;
+  // scratch_slots: states after each drafted token while speculation is verified.
+  StateCache(int64_t floats_per_slot, int64_t live_slots, int64_t snapshot_slots, int64_t scratch_slots = 0);
 
   StatePool& pool() { return pool_; }
   int64_t free_live() const { return static_cast<int64_t>(free_.size()); }
@@ -30,11 +32,16 @@ class StateCache {
   // Restores the snapshot for `hash` into the live slot; false when there is none.
   bool restore_snapshot(uint64_t hash, int32_t live_slot);
   bool has_snapshot(uint64_t hash) const { return by_hash_.count(hash) != 0; }
+  // Up to n scratch slots appended to out (fewer when short); give them back when done.
+  void take_scratch(int64_t n, std::vector<int32_t>& out);
+  void return_scratch(std::span<const int32_t> slots);
+  int64_t free_scratch() const { return static_cast<int64_t>(scratch_free_.size()); }
 
  private:
   StatePool pool_;
   std::vector<int32_t> free_;                // live slots not in use
   std::vector<int32_t> snapshot_free_;       // snapshot slots not holding one
+  std::vector<int32_t> scratch_free_;        // speculation scratch slots not in use
   std::list<uint64_t> lru_;                  // front: least recently used snapshot
   struct Snapshot {
     int32_t slot;

@@ -514,7 +514,7 @@ void gdn_forward(const GdnWeights& w, const GdnShape& s, int64_t state_offset, c
             history[t] = batch.states->slot(seq.state_history[t]) + state_offset + conv_floats + h * Dk * Dv;
           gdn::recurrent(heads[j], len, Dk, Dv, states[j], history);
         }
-      } else if (mode == GdnMode::Recurrent || len == 1) {
+      } else if (mode == GdnMode::Recurrent || len == 1 || seq.recurrent_form) {
         for (int64_t j = 0; j < group; ++j) gdn::recurrent(heads[j], len, Dk, Dv, states[j]);
       } else {
         float* scratch = &sc.chunk[static_cast<size_t>(thread * scratch_floats)];

@@ -28,6 +28,11 @@ struct SeqSlice {
   // state after the last accepted token. KV needs no such help: rejected positions are simply
   // overwritten later.
   std::span<const int32_t> state_history;
+  // Hybrid models: run the delta rule token by token (the form decoding uses) even for many
+  // tokens. Set when recomputing tokens that were decoded (after preemption), so the state
+  // comes out bit-identical to the one decoding built; the chunked prefill form may differ in
+  // the last bits.
+  bool recurrent_form = false;
 };
 
 // Sequences of any lengths and positions, mixing prefill chunks and decode tokens. Logits

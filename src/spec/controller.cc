@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <queue>
 
 #include "base/error.h"
@@ -45,6 +46,18 @@ double StepCostModel::predict(int64_t tokens) const {
   if (hi < 0) return seconds_[static_cast<size_t>(lo)] * x / t_of(lo);
   const double f = (x - t_of(lo)) / (t_of(hi) - t_of(lo));
   return seconds_[static_cast<size_t>(lo)] + f * (seconds_[static_cast<size_t>(hi)] - seconds_[static_cast<size_t>(lo)]);
+}
+
+std::string StepCostModel::describe() const {
+  std::string out;
+  char item[64];
+  for (int b = 0; b < kBuckets; ++b) {
+    if (!known_[static_cast<size_t>(b)]) continue;
+    const double s = seconds_[static_cast<size_t>(b)];
+    std::snprintf(item, sizeof item, "%s%lld: %.1f ms", out.empty() ? "" : ", ", static_cast<long long>(bucket_tokens(b)), s * 1e3);
+    out += item;
+  }
+  return out;
 }
 
 // ---- Acceptance ----
