@@ -14,6 +14,8 @@
 #include "engine/sequence.h"
 #include "engine/state_cache.h"
 #include "kernels/cpu/packed.h"
+#include "model/hybrid.h"
+#include "spec/draft_model.h"
 #include "spec/ngram.h"
 #include "spec/suffix.h"
 #include "spec/verifier.h"
@@ -33,15 +35,23 @@ int64_t available_memory_bytes() {
   return int64_t{4} << 30;
 }
 
-int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o) {
-  const auto block_bytes = static_cast<int64_t>(KvPool::bytes_per_token(cfg, o.kv_dtype)) * o.block_size;
-  if (block_bytes == 0) return 1;  // no attention layer keeps KV
+// The KV budget in bytes: --kv-memory, or a fraction of the available RAM.
+int64_t kv_budget(const EngineOptions& o) {
   int64_t budget = o.kv_memory_bytes;
   if (budget <= 0) {
     if (!(o.kv_memory_fraction > 0 && o.kv_memory_fraction <= 1))
       fail("--kv-memory-fraction must be in (0, 1], got ", o.kv_memory_fraction);
     budget = static_cast<int64_t>(static_cast<double>(available_memory_bytes()) * o.kv_memory_fraction);
   }
+  return budget;
+}
+
+// KV blocks of the target; a draft model's cache takes its share of the same budget, block for
+// block (draft_bytes_per_token: 0 without one).
+int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, size_t draft_bytes_per_token = 0) {
+  const auto block_bytes = static_cast<int64_t>(KvPool::bytes_per_token(cfg, o.kv_dtype) + draft_bytes_per_token) * o.block_size;
+  if (block_bytes == 0) return 1;  // no attention layer keeps KV
+  const int64_t budget = kv_budget(o);
   const int64_t blocks = budget / block_bytes;
   if (blocks < 1) fail("--kv-memory ", budget, " bytes holds no KV block of ", block_bytes, " bytes");
   return blocks;
@@ -123,9 +133,22 @@ GeneratedToken with_logprobs(const float* logits, int64_t vocab, int32_t token, 
   return g;
 }
 
-std::unique_ptr<spec::Proposer> make_proposer(const spec::SpeculativeConfig& c) {
+std::unique_ptr<spec::Proposer> make_proposer(const spec::SpeculativeConfig& c, Model& target, const EngineOptions& o) {
   if (!c.enabled()) return nullptr;
   c.validate();
+  if (c.method == "draft_model")
+    return std::make_unique<spec::DraftModelProposer>(
+        target, spec::DraftModelOptions{.path = c.model, .n_threads = target.pool().size(),
+                                        .kv_dtype = o.kv_dtype, .block_size = o.block_size});
+  if (c.method == "mtp") {
+    const auto* hybrid = dynamic_cast<const HybridModel*>(&target);
+    if (hybrid == nullptr || !hybrid->mtp_available())
+      fail("--speculative-config method mtp: this checkpoint has no usable MTP head (",
+           hybrid ? hybrid->mtp_status() : std::string("not a hybrid Qwen3.5/3.6/Next model, so no mtp.fc.weight"),
+           ")");
+    fail("--speculative-config method mtp: the MTP proposer is not implemented yet (the head loads: ", hybrid->mtp_status(),
+         "); use ngram, suffix or draft_model");
+  }
   if (c.method == "ngram") return std::make_unique<spec::NgramProposer>(spec::NgramOptions{c.prompt_lookup_min, c.prompt_lookup_max});
   if (c.method == "suffix") {
     spec::SuffixOptions o;
@@ -157,9 +180,9 @@ void EngineOptions::validate() const {
 }
 
 struct Engine::Impl {
-  Impl(Model& model, const EngineOptions& o)
+  Impl(Model& model, const EngineOptions& o, std::unique_ptr<spec::Proposer> p, size_t draft_bytes_per_token)
       : cfg(model.config()),
-        kv(cfg, kv_blocks(cfg, o), o.kv_dtype, o.block_size),
+        kv(cfg, kv_blocks(cfg, o, draft_bytes_per_token), o.kv_dtype, o.block_size),
         blocks(kv.num_blocks(), o.block_size, o.prefix_cache),
         states(make_states(cfg, o, o.speculative.enabled() ? o.speculative.k() : 0)),
         scheduler(SchedulerConfig{.max_num_seqs = o.max_num_seqs,
@@ -171,7 +194,11 @@ struct Engine::Impl {
                                   .state_align = states ? kGatedDeltaNetChunk : 0},
                   blocks, states.get()),
         runner(model, kv, states ? &states->pool() : nullptr),
-        proposer(make_proposer(o.speculative)) {
+        proposer(std::move(p)) {
+    if (auto* draft = dynamic_cast<spec::DraftModelProposer*>(proposer.get()))
+      draft->reserve_kv(kv.num_blocks() * o.block_size);  // as many tokens as the target's cache
+    if (draft_bytes_per_token > 0 && KvPool::bytes_per_token(cfg, o.kv_dtype) > 0)
+      kv_tokens_without_drafter = kv_blocks(cfg, o) * o.block_size;
     if (proposer) {
       controller = std::make_unique<spec::Controller>(
           spec::ControllerOptions{.adaptive = o.speculative.adaptive, .num_speculative_tokens = o.speculative.k()});
@@ -195,6 +222,7 @@ struct Engine::Impl {
   ModelRunner runner;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs;  // engine thread only
   std::unique_ptr<spec::Proposer> proposer;  // null: no speculation
+  int64_t kv_tokens_without_drafter = 0;      // a draft model's KV shares the budget
   std::unique_ptr<spec::Controller> controller;
   spec::Verifier verifier;
   std::ofstream trace;
@@ -225,7 +253,10 @@ Engine::Engine(Model& model, const EngineOptions& options) : model_(model), opti
     fail("--max-num-seqs ", options_.max_num_seqs, " needs ", need / (1 << 30), " GiB of recurrent state (",
          state_bytes / (1 << 20), " MiB per sequence); ", static_cast<double>(available_memory_bytes()) / (1 << 30),
          " GiB are available");
-  impl_ = std::make_unique<Impl>(model, options_);
+  std::unique_ptr<spec::Proposer> proposer = make_proposer(options_.speculative, model, options_);
+  size_t draft_bytes = 0;
+  if (auto* draft = dynamic_cast<spec::DraftModelProposer*>(proposer.get())) draft_bytes = draft->kv_bytes_per_token();
+  impl_ = std::make_unique<Impl>(model, options_, std::move(proposer), draft_bytes);
   const int64_t longest = impl_->blocks.num_blocks() * options_.block_size;
   if (impl_->kv.bytes_per_token() > 0 && options_.context_window > longest) options_.context_window = longest;
   impl_->stats.kv_blocks_total = impl_->blocks.num_blocks();
@@ -252,8 +283,17 @@ std::string Engine::describe() const {
     s << "\n" << (options_.speculative.enabled() ? options_.speculative.describe()
                                                  : "Speculative decoding: " + std::string(impl_->proposer->name()));
     if (impl_->controller && !impl_->controller->options().adaptive) s << " (k pinned)";
-    s << "; the proposer keeps no KV: the same " << kv_capacity_tokens() << " tokens and "
-      << static_cast<double>(kv_capacity_tokens()) / static_cast<double>(context_window()) << "x concurrency as without it";
+    const double ctx = static_cast<double>(context_window());
+    if (impl_->kv_tokens_without_drafter > 0) {
+      // What speculation costs in memory: the draft's KV shares the budget.
+      s << "\nKV cost of the drafter: " << kv_capacity_tokens() << " tokens ("
+        << static_cast<double>(kv_capacity_tokens()) / ctx << "x concurrency at " << context_window()
+        << " tokens) with it, " << impl_->kv_tokens_without_drafter << " tokens ("
+        << static_cast<double>(impl_->kv_tokens_without_drafter) / ctx << "x) without";
+    } else {
+      s << "; the proposer keeps no KV: the same " << kv_capacity_tokens() << " tokens and "
+        << static_cast<double>(kv_capacity_tokens()) / ctx << "x concurrency as without it";
+    }
   }
   if (impl_->states) {
     const StatePool& p = impl_->states->pool();
