@@ -138,7 +138,7 @@ std::unique_ptr<spec::Proposer> make_proposer(const spec::SpeculativeConfig& c, 
   c.validate();
   if (c.method == "draft_model")
     return std::make_unique<spec::DraftModelProposer>(
-        target, spec::DraftModelOptions{.path = c.model, .n_threads = target.pool().size(),
+        target, spec::DraftModelOptions{.path = c.model, .n_threads = target.pool().size(), .shared_pool = &target.pool(),
                                         .kv_dtype = o.kv_dtype, .block_size = o.block_size});
   if (c.method == "mtp") {
     const auto* hybrid = dynamic_cast<const HybridModel*>(&target);
@@ -411,11 +411,12 @@ void Engine::Impl::draft(const EngineOptions& o, int64_t context_window) {
     cands.push_back({seq->id, static_cast<int32_t>(std::clamp<int64_t>(room, 0, spec::kMaxDraftTokens))});
   }
   if (cands.empty()) return;
-  // Drafts never crowd out prompts: waiting or prefilling requests keep a long prefill's share.
-  const bool prompts_pending = prefill_tokens > 0 || !scheduler.waiting().empty();
-  const int64_t prefill_share = prompts_pending ? scheduler.long_prefill_threshold() : 0;
+  // Drafts only take what prompts leave of the step's token budget, so time to first token is
+  // what it would be without speculation (on a CPU a step's time grows with every token).
+  for (const Sequence* seq : scheduler.waiting()) prefill_tokens += seq->uncomputed();
+  const int64_t prefill_share = std::min(prefill_tokens, o.max_num_batched_tokens - decodes);
   const int64_t budget = o.max_num_batched_tokens - decodes - prefill_share;
-  const int64_t other = (decodes - static_cast<int64_t>(cands.size())) + std::min(prefill_tokens, prefill_share);
+  const int64_t other = (decodes - static_cast<int64_t>(cands.size())) + prefill_share;
   if (budget <= 0) return;
   controller->choose(cands, other, budget, [this](int64_t seqs, int32_t k) { return proposer->cost_seconds(seqs, k); });
 

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
+#include "spec/draft_model.h"
 #include "spec/ngram.h"
 #include "spec/proposer.h"
 #include "spec/suffix.h"
@@ -263,9 +264,11 @@ TEST_F(EngineSpec, SampledOutputHasTheDistributionOfPlainDecoding) {
     Engine engine(*model_, pool_of(*model_, 512, 256));
     if (proposer) engine.use_proposer(std::move(proposer), fixed_k(3));
     std::vector<std::map<int32_t, int>> counts(4);
-    for (int base = 0; base < runs; base += 64) {
-      std::vector<Outcome> outs(64);
-      for (int i = 0; i < 64 && base + i < runs; ++i) {
+    // Waves of 16: their prompts prefill in one step, then they decode (drafts only take what
+    // waiting prompts leave of the budget, so a long queue would keep them from drafting).
+    for (int base = 0; base < runs; base += 16) {
+      std::vector<Outcome> outs(16);
+      for (int i = 0; i < 16 && base + i < runs; ++i) {
         RequestParams p = params;
         p.sampling.seed = static_cast<uint64_t>(1000003 * (base + i) + (proposer ? 7 : 0));
         Outcome* o = &outs[static_cast<size_t>(i)];
@@ -280,16 +283,89 @@ TEST_F(EngineSpec, SampledOutputHasTheDistributionOfPlainDecoding) {
     return std::make_pair(counts, engine.stats());
   };
   const auto [plain_counts, plain_stats] = sample_all(nullptr);
-  // A point-mass proposer (the greedy continuation, often right) and one with a real q.
+  // A point-mass proposer (the greedy continuation, often right), one with a synthetic q, and
+  // a real draft model (another fixture of the same vocabulary) drafting from its own q.
   const std::map<std::vector<int32_t>, std::vector<int32_t>> ref{{prompt, greedy_run[0].tokens}};
-  for (const bool with_q : {false, true}) {
-    const auto [spec_counts, spec_stats] = sample_all(std::make_unique<OracleProposer>(ref, vocab(), 0.1, with_q));
-    EXPECT_GT(spec_stats.spec_accepted_tokens, runs / 8) << "the drafts must be accepted often to test anything";
-    EXPECT_LT(spec_stats.spec_accepted_tokens, spec_stats.spec_draft_tokens);
+  for (const int kind : {0, 1, 2}) {
+    std::unique_ptr<spec::Proposer> proposer;
+    if (kind < 2) {
+      proposer = std::make_unique<OracleProposer>(ref, vocab(), 0.1, kind == 1);
+    } else {
+      auto draft = std::make_unique<spec::DraftModelProposer>(
+          *model_, Model::load((fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models/qwen3_bf16_tied").string(),
+                               {.n_threads = 2, .load_tokenizer = false}),
+          spec::DraftModelOptions{});
+      draft->reserve_kv(512 * 16);
+      proposer = std::move(draft);
+    }
+    const auto [spec_counts, spec_stats] = sample_all(std::move(proposer));
+    const char* name = kind == 0 ? " (point mass)" : kind == 1 ? " (synthetic q)" : " (draft model q)";
+    EXPECT_GT(spec_stats.spec_accepted_tokens, runs / (kind == 2 ? 100 : 8)) << "too few drafts accepted to test anything" << name;
+    EXPECT_LT(spec_stats.spec_accepted_tokens, spec_stats.spec_draft_tokens) << name;
     for (size_t pos = 0; pos < 4; ++pos) {
       EXPECT_EQ(plain_counts[pos].size() > 5, true) << "position " << pos << " is nearly deterministic";
-      EXPECT_LT(chi_square_ratio(plain_counts[pos], spec_counts[pos]), 1.0) << "position " << pos << (with_q ? " (q)" : "");
+      EXPECT_LT(chi_square_ratio(plain_counts[pos], spec_counts[pos]), 1.0) << "position " << pos << name;
     }
+  }
+}
+
+// Real models: the default model (Qwen2.5-Coder-0.5B) with lookups, and Qwen2.5-Coder-1.5B
+// drafted by it, alone and 16 at once, with logprobs and stop tokens: identical to plain
+// decoding.
+TEST(EngineSpecRealModels, GreedySpeculationEqualsPlainDecoding) {
+  const fs::path small = fs::path(ZEN_SOURCE_DIR) / "models/default/model.gguf";
+  const fs::path large = fs::path(ZEN_SOURCE_DIR) / "models/coder-1.5b/model.gguf";
+  if (!fs::exists(small)) GTEST_SKIP() << "default model absent: run ./setup.sh";
+  struct Case {
+    fs::path target;
+    spec::SpeculativeConfig config;
+    int64_t max_tokens;
+  };
+  std::vector<Case> cases;
+  spec::SpeculativeConfig ngram, suffix, draft;
+  ngram.method = "ngram";
+  ngram.num_speculative_tokens = 8;
+  suffix.method = "suffix";
+  draft.method = "draft_model";
+  draft.model = small.string();
+  draft.num_speculative_tokens = 4;
+  cases.push_back({small, ngram, 48});
+  cases.push_back({small, suffix, 48});
+  if (fs::exists(large)) cases.push_back({large, draft, 24});
+  for (const Case& c : cases) {
+    auto model = Model::load(c.target.string(), {.n_threads = 2});
+    const Tokenizer& tok = *model->tokenizer();
+    std::vector<std::vector<int32_t>> prompts;
+    const char* bodies[] = {"def add(a, b):\n    return a + b\n\n# the same function again:\ndef add(",
+                            "for i in range(10):\n    print(i)\nfor i in range(10):\n", "The capital of France is",
+                            "x = [1, 2, 3, 4, 5, 6, 7, 8]\ny = [1, 2, 3,"};
+    for (int i = 0; i < 16; ++i) prompts.push_back(tok.encode(std::string("// ") + std::to_string(i) + "\n" + bodies[i % 4]));
+    RequestParams params = greedy(c.max_tokens);
+    params.top_logprobs = 1;
+    params.ignore_eos = false;
+    params.stop_token_ids = {tok.encode("\n\n\n")[0]};
+    EngineOptions o;
+    o.kv_memory_bytes = int64_t{256} << 20;
+    o.context_window = 512;
+    Engine plain_engine(*model, o);
+    std::vector<Outcome> want;
+    for (const auto& p : prompts) want.push_back(run_all(plain_engine, {p}, params)[0]);
+    o.speculative = c.config;
+    SCOPED_TRACE(c.config.describe());
+    Engine alone(*model, o);
+    std::vector<Outcome> one_by_one;
+    for (const auto& p : prompts) one_by_one.push_back(run_all(alone, {p}, params)[0]);
+    Engine together(*model, o);
+    const auto batched = run_all(together, prompts, params);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(one_by_one[i].tokens, want[i].tokens) << "prompt " << i << " alone";
+      EXPECT_EQ(batched[i].tokens, want[i].tokens) << "prompt " << i << " of 16";
+      EXPECT_EQ(batched[i].finish_reason, want[i].finish_reason);
+      for (size_t t = 0; t < want[i].details.size() && t < batched[i].details.size(); ++t)
+        EXPECT_EQ(batched[i].details[t].logprob, want[i].details[t].logprob) << "prompt " << i << " token " << t;
+    }
+    EXPECT_GT(together.stats().spec_accepted_tokens, 0);
+    EXPECT_EQ(together.stats().kv_blocks_used, 0);
   }
 }
 

@@ -27,7 +27,9 @@ bool is_vector_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t =
 
 DenseModel::DenseModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok,
                        const LoadOptions& opts)
-    : ckpt_(std::move(ckpt)), cfg_(std::move(cfg)), tok_(std::move(tok)), pool_(opts.n_threads), rope_(cfg_) {
+    : ckpt_(std::move(ckpt)), cfg_(std::move(cfg)), tok_(std::move(tok)), own_pool_(opts.shared_pool ? nullptr : std::make_unique<ThreadPool>(opts.n_threads)),
+      pool_(opts.shared_pool ? *opts.shared_pool : *own_pool_),
+      rope_(cfg_) {
   bind_weights(opts);
 }
 

@@ -59,7 +59,8 @@ class DenseModel final : public Model {
   std::unique_ptr<Checkpoint> ckpt_;
   ModelConfig cfg_;
   std::unique_ptr<Tokenizer> tok_;
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> own_pool_;  // null when running on a shared pool
+  ThreadPool& pool_;
   Rope rope_;
   DenseWeights w_;
   bool complete_ = false;  // every needed tensor bound (false only when loaded non-strict)

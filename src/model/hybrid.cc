@@ -28,7 +28,8 @@ HybridModel::HybridModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std:
       cfg_(std::move(cfg)),
       gdn_shape_(GdnShape::from_config(cfg_)),
       tok_(std::move(tok)),
-      pool_(opts.n_threads),
+      own_pool_(opts.shared_pool ? nullptr : std::make_unique<ThreadPool>(opts.n_threads)),
+      pool_(opts.shared_pool ? *opts.shared_pool : *own_pool_),
       rope_(cfg_) {
   if (!cfg_.zero_centered_norm || !cfg_.attn_output_gate)
     fail("hybrid model: ", cfg_.architecture, " config lacks zero-centred norms or the attention output gate");

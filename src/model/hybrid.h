@@ -105,7 +105,8 @@ class HybridModel final : public Model {
   ModelConfig cfg_;
   GdnShape gdn_shape_;
   std::unique_ptr<Tokenizer> tok_;
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> own_pool_;  // null when running on a shared pool
+  ThreadPool& pool_;
   Rope rope_;
   Linear embed_;                   // [V, H]
   std::vector<HybridLayer> layers_;

@@ -47,6 +47,9 @@ int64_t logit_rows(const ForwardBatch& batch);
 
 struct LoadOptions {
   int n_threads = 0;           // 0: all cores
+  // Run on this pool instead of one of its own (it must outlive the model): a draft model
+  // shares its target's, so two pools never spin against each other on the same cores.
+  ThreadPool* shared_pool = nullptr;
   bool load_tokenizer = true;  // false for tokenizer-less fixtures
   // false: load despite missing/unexpected tensors so `zen inspect` can report them; such a
   // model refuses to run.

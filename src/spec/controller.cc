@@ -42,7 +42,9 @@ double StepCostModel::predict(int64_t tokens) const {
   }
   const auto t_of = [](int b) { return static_cast<double>(bucket_tokens(b)); };
   const auto x = static_cast<double>(tokens);
-  if (lo < 0) return seconds_[static_cast<size_t>(hi)];  // fewer tokens never cost more
+  // Below the smallest measured count, proportional: an unmeasured plain decode step looks
+  // cheap, so speculation waits until it has been measured (it errs towards not drafting).
+  if (lo < 0) return seconds_[static_cast<size_t>(hi)] * x / t_of(hi);
   if (hi < 0) return seconds_[static_cast<size_t>(lo)] * x / t_of(lo);
   const double f = (x - t_of(lo)) / (t_of(hi) - t_of(lo));
   return seconds_[static_cast<size_t>(lo)] + f * (seconds_[static_cast<size_t>(hi)] - seconds_[static_cast<size_t>(lo)]);

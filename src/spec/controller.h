@@ -29,7 +29,9 @@ inline constexpr int32_t kMaxDraftTokens = 32;
 
 // Seconds of a forward pass as a function of its token count: a moving average per bucket
 // (exact counts up to 64, then powers of two), interpolated linearly between measured buckets
-// and extrapolated proportionally beyond the largest (pessimistic: compute-bound).
+// and extrapolated proportionally outside them: a step larger than any measured looks
+// expensive, one smaller than any measured looks cheap, both of which err towards plain
+// decoding until the step was seen.
 class StepCostModel {
  public:
   void record(int64_t tokens, double seconds);

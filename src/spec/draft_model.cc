@@ -110,7 +110,7 @@ int64_t check_draft_compatible(const Model& target, const Model& draft) {
 
 DraftModelProposer::DraftModelProposer(const Model& target, const DraftModelOptions& o) : o_(o) {
   if (o_.path.empty()) fail("draft model: no path given");
-  draft_ = Model::load(o_.path, {.n_threads = o_.n_threads, .load_tokenizer = false});
+  draft_ = Model::load(o_.path, {.n_threads = o_.n_threads, .shared_pool = o_.shared_pool, .load_tokenizer = false});
   // The tokenizer only matters for the vocabulary check, and only when the target has one; a
   // draft folder without tokenizer.json is fine (then the config vocab sizes must match).
   if (target.tokenizer() != nullptr) {
@@ -222,8 +222,20 @@ void DraftModelProposer::propose(std::span<DraftSlot> slots) {
     s.q.clear();
   }
   work_.clear();
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t drafting = 0;
+  int32_t k = 0;
+  for (const DraftSlot& s : slots) {
+    drafting += s.max_tokens > 0 ? 1 : 0;
+    k = std::max(k, s.max_tokens);
+  }
   try {
     propose_impl(slots);
+    if (drafting > 0) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      auto [it, fresh] = calls_.try_emplace({drafting, k}, seconds);
+      if (!fresh) it->second += 0.25 * (seconds - it->second);
+    }
   } catch (const std::exception& e) {
     // A forward failed half-way: whatever it wrote is suspect, so forget the sequences it
     // touched (their next propose() catches up from scratch) and draft nothing this time.
@@ -399,7 +411,9 @@ double DraftModelProposer::predict(int64_t tokens) const {
 
 double DraftModelProposer::cost_seconds(int64_t seqs, int32_t k) const {
   if (seqs <= 0 || k <= 0) return 0;
-  return static_cast<double>(k) * predict(seqs);
+  if (auto it = calls_.find({seqs, k}); it != calls_.end()) return it->second;
+  // Unmeasured: k forwards of one token per sequence, plus the catch-up forward.
+  return static_cast<double>(k + 1) * predict(seqs);
 }
 
 }  // namespace zen::spec

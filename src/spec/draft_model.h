@@ -35,6 +35,7 @@
 // the engine thread alone calls it.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -52,7 +53,8 @@ namespace zen::spec {
 
 struct DraftModelOptions {
   std::string path;  // the draft checkpoint (any format Model::load takes)
-  int n_threads = 0;  // the draft's thread pool (0: all cores)
+  int n_threads = 0;  // the draft's thread pool (0: all cores), unless it shares one:
+  ThreadPool* shared_pool = nullptr;  // e.g. the target's (the two never run at once)
   KvDType kv_dtype = KvDType::F32;
   int64_t block_size = KvPool::kDefaultBlockSize;
 };
@@ -153,6 +155,9 @@ class DraftModelProposer : public Proposer {
   // Measured forward seconds by token count (an exponential moving average per count), sorted
   // by count: [distinct counts measured] (tokens, seconds).
   std::vector<std::pair<int64_t, double>> timed_;
+  // Whole propose() calls by (sequences, largest k), moving averages: they include the
+  // catch-up forward (accepted drafts and the bonus token), which per-forward times miss.
+  std::map<std::pair<int64_t, int32_t>, double> calls_;
   int64_t evictions_ = 0, forward_failures_ = 0;
   std::string last_error_;
 };

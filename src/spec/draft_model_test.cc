@@ -529,9 +529,14 @@ TEST_F(DraftModel, CostIsMeasuredPerBatchSize) {
   std::vector<DraftSlot> slots;
   for (uint64_t i = 0; i < 4; ++i) slots.push_back(slot_for(i, prompts[i], 6, &greedy_params));
   p->propose(slots);
+  // Unmeasured (sequences, k): k forwards plus the catch-up one, from per-forward times.
   const double c4 = p->cost_seconds(4, 3);
   EXPECT_GT(c4, 0.0);
-  EXPECT_DOUBLE_EQ(p->cost_seconds(4, 6), 2 * c4);
+  EXPECT_DOUBLE_EQ(p->cost_seconds(4, 7), 2 * c4);
+  // Measured: the whole call (4 sequences, k 6), catch-up included, which is at least the
+  // forwards it ran.
+  EXPECT_GT(p->cost_seconds(4, 6), 0.0);
+  EXPECT_NE(p->cost_seconds(4, 6), 7 * c4 / 4);
   EXPECT_GT(p->cost_seconds(1, 3), 0.0);
   EXPECT_GT(p->cost_seconds(64, 3), 0.0);
   EXPECT_EQ(p->cost_seconds(0, 3), 0.0);
