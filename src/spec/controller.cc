@@ -70,8 +70,10 @@ void Acceptance::update(int32_t drafted, int32_t accepted, double weight) {
   const int32_t seen = std::min(std::min(accepted + 1, drafted), kMaxDraftTokens);
   for (int32_t i = 0; i < seen; ++i) {
     float& r = rate[static_cast<size_t>(i)];
+    if (i >= tried) r = at(i);  // first sample at this depth: start from the extrapolation
     r += static_cast<float>(weight) * ((i < accepted ? 1.0f : 0.0f) - r);
   }
+  tried = std::max(tried, seen);
 }
 
 // ---- Controller ----
@@ -84,7 +86,10 @@ Controller::Controller(const ControllerOptions& options) : o_(options) {
 
 const Acceptance& Controller::acceptance(uint64_t seq_id) {
   auto [it, fresh] = per_seq_.try_emplace(seq_id);
-  if (fresh) it->second = global_;
+  if (fresh) {  // between the global average and the prior, so a change of workload is noticed
+    it->second = global_;
+    for (float& r : it->second.rate) r = 0.5f * (r + static_cast<float>(o_.prior_acceptance));
+  }
   return it->second;
 }
 
@@ -120,7 +125,7 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
   std::priority_queue<Next> heap;
   for (size_t i = 0; i < cands.size(); ++i) {
     acc[i] = &acceptance(cands[i].seq_id);
-    if (cands[i].max_k > 0) heap.push({acc[i]->rate[0], i});
+    if (cands[i].max_k > 0) heap.push({acc[i]->at(0), i});
   }
   const int64_t base_tokens = other_tokens + static_cast<int64_t>(cands.size());
   double emitted = static_cast<double>(cands.size());
@@ -140,7 +145,7 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
     ++k[i];
     longest = std::max(longest, k[i]);
     order.push_back(i);
-    if (k[i] < cands[i].max_k) heap.push({cumulative[i] * acc[i]->rate[static_cast<size_t>(k[i])], i});
+    if (k[i] < cands[i].max_k) heap.push({cumulative[i] * acc[i]->at(k[i]), i});
     const double extra = proposer_seconds ? proposer_seconds(drafting, longest) : 0.0;
     const double rate = emitted / (cost_.predict(base_tokens + static_cast<int64_t>(order.size())) + extra);
     if (rate > best_rate) {

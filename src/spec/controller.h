@@ -56,10 +56,14 @@ struct ControllerOptions {
 };
 
 // Per-position acceptance: a_i as a moving average, for a request or for all of them.
+// Positions never tried take the deepest tried one's rate: a lookup's draft tends to be right
+// all the way or wrong early, so depth is explored rather than assumed to fail.
 struct Acceptance {
   std::array<float, kMaxDraftTokens> rate{};
+  int32_t tried = 0;  // positions 0 .. tried-1 have been verified at least once
   void fill(double a) { rate.fill(static_cast<float>(a)); }
   void update(int32_t drafted, int32_t accepted, double weight);
+  float at(int32_t i) const { return rate[static_cast<size_t>(tried > 0 && i >= tried ? tried - 1 : i)]; }
 };
 
 class Controller {

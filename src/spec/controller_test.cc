@@ -1,0 +1,128 @@
+// The adaptive controller's law on synthetic costs: long drafts where a step is memory-bound
+// and acceptance high, none where it is compute-bound and acceptance middling, pinned k when
+// not adaptive, budgets respected; the cost model's interpolation and extrapolation.
+#include "spec/controller.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "base/error.h"
+
+namespace zen::spec {
+namespace {
+
+// A step of n tokens costs fixed + per_token x n seconds.
+void teach(Controller& c, double fixed, double per_token) {
+  for (const int64_t n : {1, 2, 4, 8, 16, 17, 32, 64, 65, 128, 512})
+    c.record_step(n, fixed + per_token * static_cast<double>(n));
+}
+
+std::vector<Controller::Candidate> candidates(int n, int32_t max_k) {
+  std::vector<Controller::Candidate> c;
+  for (int i = 0; i < n; ++i) c.push_back({static_cast<uint64_t>(i + 1), max_k});
+  return c;
+}
+
+// Feeds `rounds` verifications of k drafts with `accepted` accepted to each candidate.
+void observe(Controller& c, const std::vector<Controller::Candidate>& cands, int32_t k, int32_t accepted, int rounds) {
+  for (int r = 0; r < rounds; ++r)
+    for (const auto& cand : cands) c.record_verify(cand.seq_id, k, accepted);
+}
+
+TEST(StepCostModel, InterpolatesAndExtrapolatesTowardsPlainDecoding) {
+  StepCostModel m;
+  EXPECT_EQ(m.predict(5), 0.0);
+  m.record(4, 0.040);
+  m.record(8, 0.080);
+  EXPECT_DOUBLE_EQ(m.predict(6), 0.060);                   // between measured counts
+  EXPECT_DOUBLE_EQ(m.predict(2), 0.020);                   // below: proportional (cheap)
+  EXPECT_DOUBLE_EQ(m.predict(16), 0.160);                  // above: proportional (expensive)
+  m.record(8, 0.180);                                      // moving average: 0.8 old + 0.2 new
+  EXPECT_NEAR(m.predict(8), 0.8 * 0.080 + 0.2 * 0.180, 1e-12);
+  m.record(300, 3.0);                                      // buckets past 64 are powers of two
+  EXPECT_NEAR(m.predict(512), 3.0 * 512 / 300, 1e-9);
+  EXPECT_NE(m.describe().find("4: 40.0 ms"), std::string::npos);
+}
+
+TEST(Controller, DraftsLongWhenAStepIsMemoryBoundAndAcceptanceHigh) {
+  Controller c({.adaptive = true, .num_speculative_tokens = 16});
+  teach(c, 0.050, 0.0005);  // a token more costs 1% of a decode step
+  auto cands = candidates(1, 16);
+  observe(c, cands, 8, 8, 10);  // everything accepted
+  c.choose(cands, 0, 512);
+  EXPECT_EQ(cands[0].max_k, 16);  // depth beyond 8 was never tried: extrapolated, not feared
+  EXPECT_DOUBLE_EQ(c.mean_k(), 16.0);
+}
+
+TEST(Controller, TurnsItselfOffWhenComputeBoundAtMiddlingAcceptance) {
+  Controller c({.adaptive = true, .num_speculative_tokens = 8});
+  teach(c, 0.010, 0.004);  // 64 sequences: every token costs nearly as much as a step's share
+  auto cands = candidates(64, 8);
+  observe(c, cands, 4, 1, 10);  // half the first drafts survive, few beyond
+  c.choose(cands, 0, 4096);
+  for (const auto& cand : cands) EXPECT_EQ(cand.max_k, 0);
+  EXPECT_EQ(c.mean_k(), 0.0);
+  // The same acceptance with one sequence and a flat step: worth drafting.
+  Controller alone({.adaptive = true, .num_speculative_tokens = 8});
+  teach(alone, 0.050, 0.0005);
+  auto one = candidates(1, 8);
+  observe(alone, one, 4, 1, 10);
+  alone.choose(one, 0, 512);
+  EXPECT_GT(one[0].max_k, 0);
+}
+
+TEST(Controller, ProposerCostCountsAgainstDrafting) {
+  Controller c({.adaptive = true, .num_speculative_tokens = 4});
+  teach(c, 0.050, 0.002);
+  auto cands = candidates(1, 4);
+  observe(c, cands, 4, 2, 10);
+  auto free_drafts = cands;
+  c.choose(free_drafts, 0, 512);
+  EXPECT_GT(free_drafts[0].max_k, 0);
+  auto costly = cands;  // each drafted token costs as much as a decode step
+  c.choose(costly, 0, 512, [](int64_t, int32_t k) { return 0.050 * k; });
+  EXPECT_EQ(costly[0].max_k, 0);
+}
+
+TEST(Controller, PinnedKAndBudgets) {
+  Controller pinned({.adaptive = false, .num_speculative_tokens = 5});
+  auto cands = candidates(4, 8);
+  cands[1].max_k = 3;  // the proposer found only 3
+  pinned.choose(cands, 0, 12);
+  EXPECT_EQ(cands[0].max_k, 5);
+  EXPECT_EQ(cands[1].max_k, 3);
+  EXPECT_EQ(cands[2].max_k, 4);  // the budget of 12 runs out
+  EXPECT_EQ(cands[3].max_k, 0);
+  Controller adaptive({.adaptive = true, .num_speculative_tokens = 8});
+  teach(adaptive, 0.050, 0.0001);
+  auto many = candidates(8, 8);
+  observe(adaptive, many, 8, 8, 10);
+  adaptive.choose(many, 0, 20);
+  int64_t total = 0;
+  for (const auto& cand : many) total += cand.max_k;
+  EXPECT_EQ(total, 20);
+  EXPECT_THROW(Controller({.adaptive = true, .num_speculative_tokens = 0}), Error);
+  EXPECT_THROW(Controller({.adaptive = true, .num_speculative_tokens = kMaxDraftTokens + 1}), Error);
+}
+
+TEST(Controller, NothingMeasuredMeansNoDrafting) {
+  Controller c({.adaptive = true, .num_speculative_tokens = 8});
+  auto cands = candidates(2, 8);
+  c.choose(cands, 0, 512);
+  EXPECT_EQ(cands[0].max_k + cands[1].max_k, 0);
+}
+
+TEST(Acceptance, MovingAverageOverTriedPositions) {
+  Acceptance a;
+  a.fill(0.5);
+  a.update(4, 2, 0.5);  // positions 0, 1 accepted, 2 rejected, 3 untried
+  EXPECT_FLOAT_EQ(a.rate[0], 0.75f);
+  EXPECT_FLOAT_EQ(a.rate[1], 0.75f);
+  EXPECT_FLOAT_EQ(a.rate[2], 0.25f);
+  EXPECT_EQ(a.tried, 3);
+  EXPECT_FLOAT_EQ(a.at(10), 0.25f);  // untried depth: the deepest tried
+}
+
+}  // namespace
+}  // namespace zen::spec
