@@ -93,8 +93,8 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
   eo.max_num_seqs = 1;
   eo.context_window = std::min<int64_t>(model.config().max_position_embeddings,
                                         static_cast<int64_t>(ids.size()) + std::max<int64_t>(opts.max_tokens, 1));
-  eo.kv_memory_bytes = static_cast<int64_t>(KvPool::bytes_per_token(model.config(), eo.kv_dtype)) *
-                       (eo.context_window + 2 * eo.block_size) * 2;  // the drafter takes its share of this
+  // The default budget (a fraction of the RAM; pages are committed only as the cache fills),
+  // so a draft model's share never shrinks the window below this request.
   Engine engine(model, eo);
   std::fprintf(stderr, "%s\n", engine.describe().c_str());
   RequestParams params;
@@ -198,7 +198,7 @@ int run_command(int argc, char** argv) {
   };
   GenerateResult r;
   std::string spec_summary;
-  if (engine_options.speculative.enabled()) {
+  if (engine_options.speculative.enabled() && opts.max_tokens > 0) {
     r = generate_with_engine(*model, ids, opts, engine_options, print_token, spec_summary);
   } else {
     r = generate(*model, ids, opts, [&](int32_t id) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -413,7 +414,8 @@ void Engine::Impl::draft(const EngineOptions& o, int64_t context_window) {
   if (cands.empty()) return;
   // Drafts only take what prompts leave of the step's token budget, so time to first token is
   // what it would be without speculation (on a CPU a step's time grows with every token).
-  for (const Sequence* seq : scheduler.waiting()) prefill_tokens += seq->uncomputed();
+  if (scheduler.num_running() < o.max_num_seqs)  // queued prompts count only if one could start
+    for (const Sequence* seq : scheduler.waiting()) prefill_tokens += seq->uncomputed();
   const int64_t prefill_share = std::min(prefill_tokens, o.max_num_batched_tokens - decodes);
   const int64_t budget = o.max_num_batched_tokens - decodes - prefill_share;
   const int64_t other = (decodes - static_cast<int64_t>(cands.size())) + prefill_share;
@@ -458,7 +460,8 @@ void Engine::Impl::draft(const EngineOptions& o, int64_t context_window) {
 void Engine::Impl::record_verify(const Sequence& seq, int64_t pos, std::span<const int32_t> draft, const spec::Verdict& v) {
   const auto k = static_cast<int32_t>(draft.size());
   if (k == 0) return;
-  controller->record_verify(seq.id, k, v.accepted);
+  // A stop inside the accepted run leaves later positions untried, not rejected.
+  controller->record_verify(seq.id, v.emitted > v.accepted ? k : v.accepted, v.accepted);
   spec_delta.spec_drafts += 1;
   spec_delta.spec_draft_tokens += k;
   spec_delta.spec_accepted_tokens += v.accepted;
@@ -502,7 +505,17 @@ bool Engine::step() {
   for (uint64_t id : aborts)
     if (auto it = m.seqs.find(id); it != m.seqs.end()) finish(*it->second, "abort", {});
 
-  m.draft(options_, context_window());
+  try {
+    m.draft(options_, context_window());
+  } catch (const std::exception& e) {
+    // A proposer failed: this step decodes without drafts (speculation is only ever a bonus).
+    std::fprintf(stderr, "zen: speculative proposer failed, decoding without drafts this step: %s\n", e.what());
+    for (Sequence* seq : m.scheduler.running()) {
+      seq->drop_drafts();
+      if (m.states) m.states->return_scratch(seq->draft_states);
+      seq->draft_states.clear();
+    }
+  }
   std::vector<ScheduledSeq> plan = m.scheduler.schedule();
   // Drafts the budget left out are forgotten; verified ones need a logits row per token.
   for (Sequence* seq : m.scheduler.running()) {
@@ -561,7 +574,7 @@ bool Engine::step() {
       m.draft_scratch.assign(seq.tokens.end() - k, seq.tokens.end());
       const int64_t base = static_cast<int64_t>(seq.tokens.size()) - k;  // tokens through the last real one
       seq.tokens.resize(static_cast<size_t>(base));
-      std::vector<float> q = std::move(seq.draft_q);
+      std::vector<float> q = std::move(seq.draft_q);  // moved, not copied: [k, vocab]
       seq.num_draft = 0;
       seq.draft_q.clear();
       const float* rows = logits + (m.runner.first_row(i) + (plan[i].all_logits ? plan[i].n_tokens - 1 - k : 0)) * vocab;
@@ -683,6 +696,10 @@ void Engine::stop() {
   for (auto& seq : incoming) m.seqs[seq->id] = std::move(seq);
   for (auto& [id, seq] : m.seqs) {
     m.scheduler.remove(seq.get());
+    if (m.proposer) {
+      m.proposer->finish(seq->id, seq->tokens, seq->prompt_len);
+      m.controller->forget(seq->id);
+    }
     RequestUpdate u;
     u.finished = true;
     u.finish_reason = "abort";

@@ -106,6 +106,11 @@ bool Scheduler::admit(Sequence* seq, int64_t budget, bool contended, std::vector
 
 bool Scheduler::run(Sequence* seq, int64_t n, int64_t& budget, std::vector<ScheduledSeq>& out, bool& preempted) {
   while (!blocks_.grow(seq->blocks, seq->computed + n)) {
+    if (seq->num_draft > 0) {  // drafts are the first thing to go, never a reason to preempt
+      n -= seq->num_draft;
+      seq->drop_drafts();
+      continue;
+    }
     Sequence* victim = running_.back();  // newest first
     preempt(victim, budget, out);
     preempted = true;

@@ -220,6 +220,25 @@ TEST_F(EngineSpec, AbortInTheMiddleOfSpeculationLeaksNothing) {
   EXPECT_EQ(seen->finished_, static_cast<int>(prompts.size()));  // every request's state dropped
 }
 
+TEST_F(EngineSpec, SeededSamplingWithPointMassDraftsEqualsPlainDecoding) {
+  // Point-mass drafts are verified by drawing from p as plain decoding does, one draw per
+  // emitted token, so a seeded request's output is the same with or without them.
+  const auto prompts = random_prompts(12, 5, 30, vocab(), 77);
+  RequestParams params = greedy(30);
+  params.sampling.temperature = 0.9f;
+  params.sampling.top_p = 0.95f;
+  params.sampling.repetition_penalty = 1.1f;
+  params.sampling.has_seed = true;
+  params.sampling.seed = 4242;
+  params.top_logprobs = 1;
+  const auto want = plain(prompts, params);
+  Engine engine(*model_, pool_of(*model_, 256, 96));
+  engine.use_proposer(std::make_unique<OracleProposer>(reference(prompts, plain(prompts, greedy(30))), vocab(), 0.2),
+                      fixed_k(4));
+  expect_same(run_all(engine, prompts, params), want);
+  EXPECT_GT(engine.stats().spec_accepted_tokens, 0);
+}
+
 // Two-sample chi-square: do the token counts a and b come from one distribution? Bins with
 // fewer than 10 expected samples are pooled. Returns the statistic over its 99.9% critical
 // value (Wilson-Hilferty), so < 1 passes.

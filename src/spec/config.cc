@@ -53,9 +53,9 @@ SpeculativeConfig SpeculativeConfig::parse(std::string_view text) {
       if (!v.is_boolean()) fail("--speculative-config: \"adaptive\" must be true or false");
       c.adaptive = v.get<bool>();
     } else if (key == "suffix_decoding_max_tree_depth") {
-      c.suffix_max_tree_depth = static_cast<int32_t>(integer(v, key, 1, 256));
+      c.suffix_max_tree_depth = static_cast<int32_t>(integer(v, key, 1, 64));
     } else if (key == "suffix_decoding_max_cached_tokens") {
-      c.suffix_max_cached_tokens = integer(v, key, 0, int64_t{1} << 32);
+      c.suffix_max_cached_tokens = integer(v, key, 0, int64_t{1} << 24);
     } else if (key == "suffix_decoding_max_spec_factor") {
       c.suffix_max_spec_factor = real(v, key, 0, 64);
     } else if (key == "suffix_decoding_min_token_prob") {
@@ -78,6 +78,10 @@ void SpeculativeConfig::validate() const {
   if (method == "draft_model" && model.empty()) fail("--speculative-config: method draft_model needs \"model\": PATH");
   if (method != "draft_model" && !model.empty())
     fail("--speculative-config: \"model\" is only for method draft_model, not ", method);
+  // The global trie holds up to depth x cached tokens nodes of 16 bytes.
+  if (int64_t{suffix_max_tree_depth} * suffix_max_cached_tokens > (int64_t{1} << 27))
+    fail("--speculative-config: suffix_decoding_max_tree_depth x suffix_decoding_max_cached_tokens may be at most 2^27 (",
+         "2 GiB of trie), got ", suffix_max_tree_depth, " x ", suffix_max_cached_tokens);
   if (prompt_lookup_max < prompt_lookup_min)
     fail("--speculative-config: prompt_lookup_max (", prompt_lookup_max, ") is below prompt_lookup_min (",
          prompt_lookup_min, ")");

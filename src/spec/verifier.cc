@@ -32,9 +32,19 @@ Verdict Verifier::verify(Sampler& sampler, const float* rows, int64_t vocab, std
         emit_token(p[0].token, r);
         return v;
       }
+    } else if (q.empty()) {
+      // A point mass on d: draw t from p as plain decoding would, accept when t == d. That is
+      // rejection sampling with q = 1 at d (accepted with probability p(d); otherwise t is a
+      // draw from p without d, i.e. from norm(max(p - q, 0))), and it takes exactly one draw
+      // per emitted token, so a seeded request gives the same output as without speculation.
+      const int32_t t = sampler.draw(p);
+      if (t != d) {
+        emit_token(t, r);
+        return v;
+      }
     } else {
-      const float* qj = q.empty() ? nullptr : q.data() + r * vocab;
-      auto q_of = [&](int32_t t) { return qj ? static_cast<double>(qj[t]) : (t == d ? 1.0 : 0.0); };
+      const float* qj = q.data() + r * vocab;
+      auto q_of = [&](int32_t t) { return static_cast<double>(qj[t]); };
       double p_d = 0;
       for (const TokenProb& t : p)
         if (t.token == d) p_d = t.p;

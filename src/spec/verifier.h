@@ -4,6 +4,8 @@
 //   accept draft token d with probability min(1, p(d) / q(d)); on rejection draw from
 //   norm(max(p - q, 0)); when every draft survives, draw a bonus token from p. q is the
 //   draft's distribution, or a point mass on d for proposers that give none (n-gram, suffix).
+// With a point mass the test is done by drawing t from p and accepting when t == d: the same
+// law, one random draw per emitted token, so seeded output equals plain decoding's exactly.
 // p is exactly the distribution plain decoding samples from (logit bias, penalties as of the
 // tokens accepted so far, temperature, top-k / top-p / min-p), so the output distribution,
 // and with greedy decoding the output itself, equals decoding without speculation.
