@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <sstream>
 #include <unordered_map>
 
@@ -617,11 +618,18 @@ bool Engine::step() {
         // The live state is the one after the last draft; the one after the last kept token
         // was recorded in a scratch slot (index 0: after the token before the drafts).
         const auto kept = static_cast<size_t>(std::min(v.emitted, v.accepted));
+        // A snapshot boundary inside the accepted run (plain decoding would have stopped on
+        // it): the state there is in the slot of the token that reached it.
+        const int64_t every = std::lcm(kGatedDeltaNetChunk, bs);
+        if (options_.prefix_cache)
+          for (int64_t b = (base + every - 1) / every * every; b <= seq.computed; b += every) {
+            const auto i = static_cast<size_t>(b - base);  // after slice token i, computed == b
+            m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(b / bs - 1)],
+                                    i < seq.draft_states.size() ? seq.draft_states[i] : seq.state_slot);
+          }
         if (kept < seq.draft_states.size()) m.states->pool().copy(seq.draft_states[kept], seq.state_slot);
         m.states->return_scratch(seq.draft_states);
         seq.draft_states.clear();
-        if (seq.computed % kGatedDeltaNetChunk == 0 && seq.computed % bs == 0 && options_.prefix_cache)
-          m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(seq.computed / bs - 1)], seq.state_slot);
       }
       if (m.proposer) m.proposer->observe(seq.id, seq.tokens, seq.prompt_len, k, v.accepted);
       send(seq, u);

@@ -423,6 +423,19 @@ TEST_P(EngineSpecHybrid, GreedyDraftsEqualPlainDecoding) {
     EXPECT_EQ(s.kv_blocks_used, 0);
     if (blocks == 20) {
       EXPECT_GT(s.preemptions, 0);
+    } else {
+      // The prompt and output of a request as the next turn's prompt: the state snapshots taken
+      // while verifying (boundaries inside accepted runs included) serve it, exactly.
+      std::vector<int32_t> turn = prompts[3];
+      turn.insert(turn.end(), got[3].tokens.begin(), got[3].tokens.end());
+      const auto warm = run_all(engine, {turn}, greedy(6))[0];
+      EngineOptions cold_options = pool_of(*model, 256, 128);
+      cold_options.prefix_cache = false;
+      Engine cold_engine(*model, cold_options);
+      const auto cold = run_all(cold_engine, {turn}, greedy(6))[0];
+      EXPECT_EQ(warm.tokens, cold.tokens);
+      EXPECT_EQ(warm.cached_prompt_tokens, (static_cast<int64_t>(turn.size()) - 1) / 64 * 64)
+          << "the snapshot at the last boundary, taken while verifying, was not reused";
     }
   }
 }
