@@ -231,7 +231,8 @@ void DraftModelProposer::propose(std::span<DraftSlot> slots) {
   }
   try {
     propose_impl(slots);
-    if (drafting > 0) {
+    // Calls that caught up on a prompt say nothing about a step's drafting cost.
+    if (drafting > 0 && catch_up_tokens_ <= drafting * (k + 1)) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       auto [it, fresh] = calls_.try_emplace({drafting, k}, seconds);
       if (!fresh) it->second += 0.25 * (seconds - it->second);
@@ -306,7 +307,10 @@ void DraftModelProposer::propose_impl(std::span<DraftSlot> slots) {
   }
 
   // 3. Catch-up: every sequence's missing tokens, in chunks; the last token's row is draft 0.
-  for (;;) {
+  // One forward per call at most, so a long prompt's catch-up is spread over steps (a 32k
+  // prompt must not stall every stream for one step); who is not caught up drafts nothing yet.
+  catch_up_tokens_ = 0;
+  do {
     slices_.clear();
     slice_work_.clear();
     int64_t budget = kMaxForwardTokens;
@@ -327,8 +331,17 @@ void DraftModelProposer::propose_impl(std::span<DraftSlot> slots) {
     for (size_t r = 0; r < slices_.size(); ++r) {
       Work& w = work_[slice_work_[r]];
       w.fed += count_of(slices_[r].tokens);
+      catch_up_tokens_ += count_of(slices_[r].tokens);
       if (w.fed == w.n) draft_one(w, slots[w.slot], logits_.data() + static_cast<int64_t>(r) * draft_vocab_);
     }
+  } while (false);
+  for (Work& w : work_) {  // not caught up: keep what was fed, draft next time
+    if (w.k == 0 || w.fed == w.n) continue;
+    w.st->tokens.resize(static_cast<size_t>(w.fed));
+    shrink(*w.st, w.fed);
+    slots[w.slot].draft.clear();
+    slots[w.slot].q.clear();
+    w.k = 0;
   }
 
   // 4. k - 1 decode rounds: feed each still-drafting sequence its latest draft.

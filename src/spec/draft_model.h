@@ -158,6 +158,7 @@ class DraftModelProposer : public Proposer {
   // Whole propose() calls by (sequences, largest k), moving averages: they include the
   // catch-up forward (accepted drafts and the bonus token), which per-forward times miss.
   std::map<std::pair<int64_t, int32_t>, double> calls_;
+  int64_t catch_up_tokens_ = 0;  // fed in the last call's catch-up forward
   int64_t evictions_ = 0, forward_failures_ = 0;
   std::string last_error_;
 };

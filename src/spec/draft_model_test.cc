@@ -101,6 +101,11 @@ TEST_F(DraftModel, GreedyDraftOfTheTargetItselfIsItsGreedyDecode) {
   for (size_t i = 0; i < prompts.size(); ++i)
     slots.push_back(slot_for(100 + i, prompts[i], ks[i], i % 2 ? &top_k1 : &greedy_params));
   p->propose(slots);
+  // One catch-up forward per call: the 700-token prompt is fed 512 tokens and drafts nothing yet.
+  EXPECT_TRUE(slots[7].draft.empty());
+  EXPECT_EQ(p->cached_tokens(107), 512);
+  EXPECT_EQ(slots[6].draft, greedy_decode(*target_, prompts[6], ks[6]));
+  p->propose(slots);  // the rest of it; the others re-feed their last token and draft the same
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(slots[i].draft, greedy_decode(*target_, prompts[i], ks[i])) << "prompt " << i;
     EXPECT_TRUE(slots[i].q.empty());
@@ -533,10 +538,12 @@ TEST_F(DraftModel, CostIsMeasuredPerBatchSize) {
   const double c4 = p->cost_seconds(4, 3);
   EXPECT_GT(c4, 0.0);
   EXPECT_DOUBLE_EQ(p->cost_seconds(4, 7), 2 * c4);
-  // Measured: the whole call (4 sequences, k 6), catch-up included, which is at least the
-  // forwards it ran.
+  // A call that caught up on prompts is not a drafting step's cost: still the estimate.
+  EXPECT_DOUBLE_EQ(p->cost_seconds(4, 6), 7 * c4 / 4);
+  // A drafting step (one token to catch up each) is measured as a whole call.
+  p->propose(slots);
   EXPECT_GT(p->cost_seconds(4, 6), 0.0);
-  EXPECT_NE(p->cost_seconds(4, 6), 7 * c4 / 4);
+  EXPECT_NE(p->cost_seconds(4, 6), 7 * p->cost_seconds(4, 3) / 4);
   EXPECT_GT(p->cost_seconds(1, 3), 0.0);
   EXPECT_GT(p->cost_seconds(64, 3), 0.0);
   EXPECT_EQ(p->cost_seconds(0, 3), 0.0);
