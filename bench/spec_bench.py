@@ -24,7 +24,8 @@ Workloads (--workloads; bench/prompts/<name>.jsonl, written by bench/make_spec_p
 A cell is (config, workload, concurrency, repeat). Each cell sends max(concurrency,
 --requests-per-cell) requests (default 2 x concurrency) through `concurrency` threads, each with
 its own `openai` client, all streamed with stream_options.include_usage. The cell's prompts come
-from the pack at a seeded offset that depends on (workload, concurrency, repeat) only, so every
+from the pack, consecutive cells taking consecutive prompts from a seeded start (no prompt recurs
+in a server's life until the pack runs out), the same for every config, so every
 config gets the same requests. Within one server the cells run in a seeded shuffled order (the
 same order for every config of a repeat); repeats rotate which config goes first, and restart
 the servers. Every server gets one unmeasured warm-up request. The servers run with
@@ -66,8 +67,7 @@ Output, in --out (default bench/results/spec-<timestamp>):
   .venv/bin/python bench/spec_bench.py --configs none ngram:fixed ngram:adaptive suffix:fixed \\
       suffix:adaptive draft:fixed draft:adaptive --repeats 3
 
---quick: all three workloads, concurrency 1 and 4, 4 prompts per workload, max_tokens capped at
-64, configs none ngram:adaptive suffix:adaptive; each of these only where not given explicitly.
+--quick: all three workloads, concurrency 1 and 4, max_tokens capped at 64, configs none ngram:adaptive suffix:adaptive; each of these only where not given explicitly.
 Exit status 1 when a request failed or a server did not start.
 """
 import argparse
@@ -308,10 +308,25 @@ def one_request(client, model_name, prompt, max_tokens, args):
     return rec
 
 
-def cell_prompts(pack, workload, concurrency, repeat, n, seed):
-    rng = random.Random(f"{seed}-{workload}-{concurrency}-{repeat}")
-    start = rng.randrange(len(pack))
-    return [pack[(start + i) % len(pack)] for i in range(n)]
+def cell_starts(packs, workloads, levels, repeats, requests_per_cell, seed):
+    """Where each (workload, level, repeat) cell starts in its pack: consecutive cells take
+    consecutive prompts (from a seeded start), so no prompt recurs within a server's life until
+    the pack runs out. Recurring prompts would flatter suffix decoding, whose global cache
+    remembers earlier answers. The warm-up request uses the pack's last prompt."""
+    starts = {}
+    for w in workloads:
+        usable = max(1, len(packs[w]) - 1)
+        at = random.Random(f"{seed}-{w}").randrange(usable)
+        for rep in range(repeats):
+            for level in levels:
+                starts[(w, level, rep)] = at
+                at = (at + max(level, requests_per_cell or 2 * level)) % usable
+    return starts
+
+
+def cell_prompts(pack, start, n):
+    usable = max(1, len(pack) - 1)
+    return [pack[(start + i) % usable] for i in range(n)]
 
 
 def run_cell(server, prompts, concurrency, args):
@@ -568,7 +583,7 @@ def parse_args():
     ap.add_argument("--requests-per-cell", type=int,
                     help="requests per cell, at least the concurrency (default 2 x concurrency)")
     ap.add_argument("--prompts-per-workload", type=int,
-                    help="use only the first N prompts of each pack (default all; --quick: 4)")
+                    help="use only the first N prompts of each pack (default all)")
     ap.add_argument("--max-tokens", type=int, help="cap every request's max_tokens (default: the pack's; --quick: 64)")
     ap.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
     ap.add_argument("--ignore-eos", action="store_true", help="generate max_tokens every time (vLLM's ignore_eos)")
@@ -606,7 +621,6 @@ def parse_args():
     if not args.levels or min(args.levels) < 1:
         ap.error("--levels: positive integers")
     if args.quick:
-        args.prompts_per_workload = args.prompts_per_workload or 4
         args.max_tokens = args.max_tokens or 64
     if args.model is None:
         args.model = DEFAULT_MODEL
@@ -672,6 +686,7 @@ def main():
     started = time.time()
     done = 0
     baseline_text = {}  # (workload, level, repeat, index) -> sha1 of none's output
+    starts = cell_starts(packs, args.workloads, args.levels, args.repeats, args.requests_per_cell, args.seed)
     try:
         for rep in range(args.repeats):
             order = configs[rep % len(configs):] + configs[: rep % len(configs)]
@@ -690,7 +705,7 @@ def main():
                     write_json(os.path.join(out, "results.json"), results)
                     continue
                 try:
-                    warm = packs[args.workloads[0]][0]
+                    warm = packs[args.workloads[0]][-1]
                     import openai
                     with openai.OpenAI(base_url=server.url + "/v1", api_key="zen-bench", max_retries=0,
                                        timeout=args.request_timeout) as client:
@@ -700,7 +715,7 @@ def main():
                     log(f"spec_bench: server up and warm in {time.time() - t:.1f} s ({server.url})")
                     for workload, level in cell_order:
                         n = max(level, args.requests_per_cell or 2 * level)
-                        prompts = cell_prompts(packs[workload], workload, level, rep, n, args.seed)
+                        prompts = cell_prompts(packs[workload], starts[(workload, level, rep)], n)
                         server.wait_idle()
                         cell = {"config": label, "workload": workload, "concurrency": level, "repeat": rep,
                                 "order": done, "started_s": round(time.time() - started, 2)}
