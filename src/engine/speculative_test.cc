@@ -289,7 +289,7 @@ TEST_F(EngineSpec, SampledOutputHasTheDistributionOfPlainDecoding) {
       std::vector<Outcome> outs(16);
       for (int i = 0; i < 16 && base + i < runs; ++i) {
         RequestParams p = params;
-        p.sampling.seed = static_cast<uint64_t>(1000003 * (base + i) + (proposer ? 7 : 0));
+        p.sampling.seed = uint64_t{1000003} * static_cast<uint64_t>(base + i) + (proposer ? 7u : 0u);
         Outcome* o = &outs[static_cast<size_t>(i)];
         engine.add(prompt, p, [o](const RequestUpdate& u) {
           for (const auto& g : u.tokens) o->tokens.push_back(g.token);
