@@ -24,9 +24,7 @@ using namespace zen::test;
 class EngineTiny : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = Model::load((fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models/qwen3_f32").string(),
-                         {.n_threads = 2, .load_tokenizer = false})
-                 .release();
+    model_ = load_tiny_qwen3();
   }
   static void TearDownTestSuite() {
     delete model_;

@@ -71,4 +71,10 @@ inline RequestParams greedy(int64_t max_tokens) {
   return p;
 }
 
+// The tiny Qwen3 fixture both engine test suites run on (the caller owns it).
+inline Model* load_tiny_qwen3() {
+  return Model::load(std::string(ZEN_SOURCE_DIR) + "/tests/fixtures/models/qwen3_f32", {.n_threads = 2, .load_tokenizer = false})
+      .release();
+}
+
 }  // namespace zen::test
