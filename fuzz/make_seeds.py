@@ -16,6 +16,8 @@ Qwen tokenizers in ../shared/data/tokenizers; without them those seeds are skipp
                    context or messages; jinja_semantics cases.
   request/         chat and completion request bodies.
   hf_config/       the fixture checkpoints' config.json files.
+  attestation/     a manifest, an in-toto statement, a DSSE envelope and a model-signing bundle
+                   (signatures fake).
 
 Files this script does not write (fuzzer findings kept as reproducers) are left alone.
 Usage: python3 fuzz/make_seeds.py
@@ -429,7 +431,46 @@ def hf_config_seeds():
                 write("hf_config", rel.split("/")[-1] + ".json", f.read())
 
 
+def attestation_seeds():
+    import base64
+    import hashlib
+    leaves = [{"name": n, "dtype": "F32", "shape": [2], "bytes": 8,
+               "leaf": hashlib.sha256(bytes([i]) * 8).hexdigest()} for i, n in enumerate(["a.weight", "b.weight"])]
+    # A two-leaf RFC 6962 root over the (made-up) leaves, so the manifest gets past the root check.
+    root = hashlib.sha256(b"\x01" + bytes.fromhex(leaves[0]["leaf"]) + bytes.fromhex(leaves[1]["leaf"])).hexdigest()
+    manifest = {"canonicalization": "zen-weights-v1", "format": "safetensors", "root": root, "tensor_count": 2,
+                "tensor_bytes": 16, "tensors": leaves,
+                "files": [{"path": "config.json", "role": "config", "bytes": 2, "sha256": hashlib.sha256(b"{}").hexdigest()}]}
+    statement = {"_type": "https://in-toto.io/Statement/v1",
+                 "subject": [{"name": "weights", "digest": {"sha256": root}, "annotations": {"canonicalization": "zen-weights-v1"}},
+                             {"name": "config.json", "digest": {"sha256": hashlib.sha256(b"{}").hexdigest()}}],
+                 "predicateType": "https://github.com/zen-engine/attestation/weights/v1",
+                 "predicate": {"canonicalization": "zen-weights-v1", "format": "safetensors", "tensor_count": 2,
+                               "tensor_bytes": 16, "benchmarks": {"mmlu": 0.5}}}
+    envelope = {"payloadType": "application/vnd.in-toto+json",
+                "payload": base64.b64encode(json.dumps(statement).encode()).decode(),
+                "signatures": [{"keyid": "00" * 32, "sig": base64.b64encode(b"\x30\x06\x02\x01\x01\x02\x01\x01").decode()}]}
+    write("attestation", "manifest.json", json.dumps(manifest, indent=1))
+    write("attestation", "statement.json", json.dumps(statement, indent=1))
+    write("attestation", "envelope.json", json.dumps(envelope, indent=1))
+    # An OpenSSF model-signing bundle (Sigstore bundle v0.3, key flow) for config.json = "{}".
+    digest = hashlib.sha256(b"{}").hexdigest()
+    ms_statement = {"_type": "https://in-toto.io/Statement/v1",
+                    "subject": [{"name": "model", "digest": {"sha256": hashlib.sha256(bytes.fromhex(digest)).hexdigest()}}],
+                    "predicateType": "https://model_signing/signature/v1.0",
+                    "predicate": {"serialization": {"method": "files", "hash_type": "sha256", "allow_symlinks": False,
+                                                    "ignore_paths": [".git", "model.sig"]},
+                                  "resources": [{"name": "config.json", "algorithm": "sha256", "digest": digest}]}}
+    bundle = {"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+              "verificationMaterial": {"publicKey": {"hint": "00" * 32}, "tlogEntries": []},
+              "dsseEnvelope": {"payload": base64.b64encode(json.dumps(ms_statement).encode()).decode(),
+                               "payloadType": "application/vnd.in-toto+json",
+                               "signatures": [{"sig": envelope["signatures"][0]["sig"], "keyid": ""}]}}
+    write("attestation", "model_signing.sig", json.dumps(bundle, indent=1))
+
+
 def main():
+    attestation_seeds()
     safetensors_seeds()
     hf_config_seeds()
     gguf_seeds()

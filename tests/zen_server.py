@@ -13,6 +13,7 @@ from conftest import DEFAULT_MODEL, ZEN
 
 class ZenServer:
     def __init__(self, *args, model=DEFAULT_MODEL, env=None):
+        self.model_path = model
         cmd = [str(ZEN), "serve", "--model", str(model), "--port", "0", "--threads", "2",
                "--context-window", "4096", "--kv-memory", "1G", *map(str, args)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

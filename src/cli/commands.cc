@@ -17,6 +17,7 @@
 #include "base/mmap.h"
 #include "cli/flags.h"
 #include "cli/speculative_flags.h"
+#include "cli/weights_flags.h"
 #include "engine/generate.h"
 #include "model/footprint.h"
 #include "model/hybrid.h"
@@ -126,7 +127,7 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  Flags f("run", with_speculative_flags({kModelFlag,
+  Flags f("run", with_weights_flags(with_speculative_flags({kModelFlag,
                   {"prompt", FlagKind::String, "the prompt text (or use --prompt-file)", {}},
                   {"prompt-file", FlagKind::String, "read the prompt from a file ('-' for stdin)", {}},
                   {"chat", FlagKind::Bool, "format the prompt as a user turn with the model's chat template", {}},
@@ -142,7 +143,7 @@ int run_command(int argc, char** argv) {
                   {"frequency-penalty", FlagKind::Float, "OpenAI frequency penalty in [-2, 2]", {}},
                   {"seed", FlagKind::Int, "random seed (same seed, same output)", {}},
                   {"ignore-eos", FlagKind::Bool, "keep generating to --max-tokens past end-of-sequence", {}},
-                  kKvQuantFlag, kNvfp4ExactFlag, kThreadsFlag, kHelpFlag}));
+                  kKvQuantFlag, kNvfp4ExactFlag, kThreadsFlag, kHelpFlag})));
   f.parse(argc, argv, 2);
   if (wants_help(f)) return 0;
   if (!f.positional().empty()) fail("unexpected argument '", f.positional()[0], "' (the prompt goes in --prompt)");
@@ -171,7 +172,9 @@ int run_command(int argc, char** argv) {
   LoadOptions load;
   load.n_threads = threads_flag(f);
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
-  auto model = Model::load(resolve_model_path(f.str("model")), load);
+  const std::string model_path = resolve_model_path(f.str("model"));
+  verify_weights_flag(f, model_path, load.n_threads);
+  auto model = Model::load(model_path, load);
   const Tokenizer& tok = *model->tokenizer();
 
   std::string text = prompt_text;

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/weights_flags.h"
 #include "kernels/cpu/packed.h"
 
 namespace {
@@ -19,6 +20,9 @@ const char* kUsage =
     "  inspect     describe a checkpoint and check it loads strictly\n"
     "  serve       OpenAI-compatible HTTP server with a chat page (default http://127.0.0.1:30000/)\n"
     "  bench       offline serving benchmark: concurrency matrix and warm/cold prefix table\n"
+    "  hash        canonical weights digest (per-tensor Merkle root) and file SHA-256s\n"
+    "  verify      check weights against a root, a manifest, an attestation or a model-signing signature\n"
+    "  attest      write a signed attestation (in-toto statement in a DSSE envelope)\n"
     "run 'zen <command> --help' for its flags\n";
 
 }  // namespace
@@ -37,6 +41,9 @@ int main(int argc, char** argv) {
     if (command == "inspect") return zen::cli::inspect_command(argc, argv);
     if (command == "bench") return zen::cli::bench_command(argc, argv);
     if (command == "serve") return zen::cli::serve_command(argc, argv);
+    if (command == "hash") return zen::cli::hash_command(argc, argv);
+    if (command == "verify") return zen::cli::verify_command(argc, argv);
+    if (command == "attest") return zen::cli::attest_command(argc, argv);
     std::fprintf(stderr, "zen: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const zen::Error& e) {

@@ -1,5 +1,7 @@
 // zen serve: the OpenAI-compatible HTTP server over the serving engine.
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -7,10 +9,12 @@
 #include <filesystem>
 #include <thread>
 
+#include "attest/digest.h"
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/speculative_flags.h"
+#include "cli/weights_flags.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "model/model.h"
@@ -41,10 +45,29 @@ int64_t parse_byte_size(const std::string& flag, const std::string& text) {
   return static_cast<int64_t>(value * scale);
 }
 
+// /v1/models reports the weights root; without --verify-weights it is computed after start by
+// one low-priority thread (a 0.5 GB model takes about half a second of one core).
+void hash_weights_in_background(const std::string& path, std::shared_ptr<server::WeightsIdentity> weights) {
+  std::thread([path, weights] {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+    try {
+      attest::DigestOptions o;
+      o.threads = 1;
+      o.weight_files = false;
+      const std::string root = attest::to_hex(attest::digest_weights(path, o).root);
+      std::lock_guard<std::mutex> lock(weights->mu);
+      weights->root = root;
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(weights->mu);
+      weights->error = e.what();
+    }
+  }).detach();
+}
+
 }  // namespace
 
 int serve_command(int argc, char** argv) {
-  Flags f("serve", with_speculative_flags({{"model", FlagKind::String, "model path: HF folder, .safetensors, or .gguf (default: the installed default model)", {}},
+  Flags f("serve", with_weights_flags(with_speculative_flags({{"model", FlagKind::String, "model path: HF folder, .safetensors, or .gguf (default: the installed default model)", {}},
                     {"host", FlagKind::String, "address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)", {}},
                     {"port", FlagKind::Int, "port (default 30000; 0 picks a free one)", {}},
                     {"served-model-name", FlagKind::String, "model name in the API (default: the model file's name)", {}},
@@ -72,7 +95,7 @@ int serve_command(int argc, char** argv) {
                      {"qwen3_xml", "hermes", "none"}},
                     {"enable-auto-tool-choice", FlagKind::Bool, "accepted for vLLM compatibility: tool_choice auto is on whenever a tool-call parser is", {}},
                     {"threads", FlagKind::Int, "worker threads (default: all cores)", {}},
-                    {"help", FlagKind::Bool, "show this help", {}}}));
+                    {"help", FlagKind::Bool, "show this help", {}}})));
   f.parse(argc, argv, 2);
   if (f.flag("help")) {
     std::fputs(f.usage().c_str(), stdout);
@@ -122,6 +145,9 @@ int serve_command(int argc, char** argv) {
   load.n_threads = threads_flag(f);
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   const std::string path = resolve_model_path(f.str("model"));
+  auto weights = std::make_shared<server::WeightsIdentity>();
+  weights->root = verify_weights_flag(f, path, load.n_threads);  // before loading: a mismatch never serves
+  weights->verified = !weights->root.empty();
   auto model = Model::load(path, load);
   const Tokenizer& tok = *model->tokenizer();
 
@@ -143,10 +169,13 @@ int serve_command(int argc, char** argv) {
   const std::string tools = f.str("tool-call-parser", "");
   so.tool_format = tools.empty() ? server::detect_tool_call_format(tok.chat_template()) : server::parse_tool_call_format(tools);
 
+  so.weights = weights;
+
   Engine engine(*model, eo);
   server::Server server(engine, tok, so);
   server.bind();
   engine.start();
+  if (!weights->verified) hash_weights_in_background(path, weights);
   std::thread signal_waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);

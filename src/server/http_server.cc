@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "attest/digest.h"
 #include "base/error.h"
 #include "server/api_error.h"
 #include "server/chat_page.h"
@@ -266,6 +267,14 @@ void Server::Impl::routes() {
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     ojson model = {{"id", opt.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "zen"},
                    {"max_model_len", engine.context_window()}};
+    if (opt.weights) {
+      std::lock_guard<std::mutex> lock(opt.weights->mu);
+      model["weights"] = {{"canonicalization", attest::kCanonicalization},
+                          {"root", opt.weights->root.empty() ? ojson() : ojson(opt.weights->root)},
+                          {"verified", opt.weights->verified},
+                          {"status", !opt.weights->error.empty() ? "error: " + opt.weights->error
+                                     : opt.weights->root.empty() ? "computing" : "computed"}};
+    }
     send_json(res, {{"object", "list"}, {"data", ojson::array({model})}});
   });
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, {{"status", "ok"}}); });

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,14 @@
 #include "tokenizer/tokenizer.h"
 
 namespace zen::server {
+
+// The weights' canonical root (src/attest) for /v1/models, filled in once known.
+struct WeightsIdentity {
+  std::mutex mu;
+  std::string root;        // hex; empty until computed
+  bool verified = false;   // checked against --verify-weights before loading
+  std::string error;       // why it could not be computed
+};
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -24,6 +33,7 @@ struct ServerOptions {
   std::optional<ToolCallFormat> tool_format;  // nullopt: requests with tools are refused
   size_t max_body_bytes = size_t{8} << 20;    // larger bodies get 413
   int http_threads = 0;                   // 0: enough for max_num_seqs streams plus queued ones
+  std::shared_ptr<WeightsIdentity> weights;  // null: /v1/models says nothing of the weights
 };
 
 class Server {
