@@ -3,6 +3,7 @@
 ZEN_SERVER_LOAD_SECONDS sets the load run's length (default 10; the issue's full run is 60)."""
 import concurrent.futures as futures
 import json
+import re
 import os
 import random
 import time
@@ -236,6 +237,35 @@ def test_the_body_limit_holds_however_the_body_arrives(zen_server):
     reply = raw_exchange(zen_server, head + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
                          b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
     assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    assert b'"completion_tokens":2' in reply
+
+
+def test_pipelined_requests_are_all_answered_in_order(zen_server):
+    """Ten requests in one write (GETs, POSTs with Content-Length and chunked bodies, one
+    generation, one malformed body), the last saying Connection: close: ten responses, in the
+    order asked. cpp-httplib alone answered the first and dropped the rest."""
+    def post(path, body, chunked=False):
+        data = json.dumps(body).encode() if not isinstance(body, bytes) else body
+        if chunked:
+            return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"%x\r\n%s\r\n0\r\n\r\n" % (path, len(data), data))
+        return b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+            path, len(data), data)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    requests = [b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"]
+    requests += [post(b"/tokenize", {"prompt": w}, chunked=i % 2 == 1) for i, w in enumerate(words)]
+    requests.append(post(b"/v1/completions", {"model": zen_server.model, "prompt": "Hi", "max_tokens": 2, "temperature": 0}))
+    requests.append(post(b"/tokenize", b"{not json"))
+    requests.append(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    reply = raw_exchange(zen_server, b"".join(requests), timeout=120)
+    statuses = re.findall(rb"HTTP/1.1 (\d{3}) ", reply)
+    assert statuses == [b"200"] * 8 + [b"400", b"200"], reply[:2000]
+    # The tokenize answers come back in the order of their words.
+    counts = [json.loads(m) for m in re.findall(rb'\{"count":[^\n]*?"tokens":\[[^\]]*\]\}', reply)]
+    assert len(counts) == len(words), reply[:2000]
+    for w, c in zip(words, counts):
+        _, expected = zen_server.raw("POST", "/tokenize", {"prompt": w})
+        assert c["tokens"] == expected["tokens"], (w, c, expected)
     assert b'"completion_tokens":2' in reply
 
 

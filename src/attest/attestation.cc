@@ -96,6 +96,8 @@ Attestation parse_statement(const std::string& payload, const std::string& what)
     a.statement = nlohmann::json::parse(payload);
   } catch (const nlohmann::json::parse_error& e) {
     fail(what, ": the payload is not JSON (at byte ", e.byte, ")");  // its bytes are not echoed
+  } catch (const nlohmann::json::exception&) {
+    fail(what, ": the payload is not JSON (a number out of range)");
   }
   const std::string sw = what + " (statement)";
   if (string_member(a.statement, "_type", sw) != kStatementType)

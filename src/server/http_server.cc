@@ -11,6 +11,7 @@
 #include "server/api_error.h"
 #include "server/chat_page.h"
 #include "server/generation.h"
+#include "server/http_connection.h"
 #include "server/metrics.h"
 #include "server/prompt.h"
 #include "server/request.h"
@@ -24,7 +25,7 @@ struct Server::Impl {
   ServerOptions opt;
   PromptBuilder prompts;
   Metrics metrics;
-  httplib::Server http;
+  PipeliningServer http;
   int bound_port = -1;
   const int64_t started = static_cast<int64_t>(std::time(nullptr));
 
@@ -223,6 +224,9 @@ void Server::Impl::detokenize(std::string_view body_text, httplib::Response& res
 
 void Server::Impl::routes() {
   http.set_payload_max_length(opt.max_body_bytes);
+  // httplib closes a keep-alive connection after 5 requests by default; clients (and
+  // pipelining ones above all) would reconnect all the time.
+  http.set_keep_alive_max_count(1000);
   // Each open stream holds a thread; connections beyond these wait in httplib's queue.
   const int threads = opt.http_threads > 0 ? opt.http_threads
                                            : static_cast<int>(std::clamp<int64_t>(2 * engine.options().max_num_seqs + 32, 64, 512));
