@@ -11,8 +11,11 @@ Every --sample seconds it records the server's RSS and /metrics (running, waitin
 At the end it waits for the server to go idle and prints: requests by kind, errors (any 5xx,
 a hostile body that got a 2xx, a dropped connection the client did not cause, a stream without
 its [DONE]), RSS at start / after warm-up / plateau (median of the last third) / end, and
-whether running, waiting and KV usage returned to zero. Exit status 1 on any error or when they
-did not return to zero.
+whether running, waiting and KV usage returned to zero, and RSS growth over the second half.
+The KV pool is committed as it fills (up to --kv-memory; the prefix cache keeps finished
+requests' blocks, so under varied prompts it fills), so RSS rises by up to the pool during
+warm-up and must then stay flat: growth over the second half above max(16 MiB, 2%) counts as
+growing. Exit status 1 on any error, when they did not return to zero, or when RSS grew.
 
     .venv/bin/python bench/soak.py [--model PATH] [--minutes 30] [--streams 8] [--json OUT]
 It starts its own server (127.0.0.1, a free port) unless --url names a running one (then
@@ -194,14 +197,18 @@ def main():
         print("  ", e)
     print(f"RSS MiB: start {rss_start:.0f}, after warm-up {warm:.0f}, plateau {plateau:.0f} (median of the last third), "
           f"max {max(rss, default=float('nan')):.0f}, end {rss_end:.0f}")
+    second_half = [s[1] for s in soak.samples if s[0] >= args.minutes * 30]
+    growth = second_half[-1] - second_half[0] if len(second_half) >= 2 else float("nan")
+    flat = growth <= max(16.0, 0.02 * second_half[0]) if len(second_half) >= 2 else False
+    print(f"RSS growth over the second half: {growth:+.0f} MiB -> {'flat' if flat else 'GROWING'}")
     print(f"peak running {peak_running:.0f}; at the end: running {running:.0f}, waiting {waiting:.0f}, KV usage {kv:.3f}"
           f" -> {'back to zero' if (running, waiting, kv) == (0, 0, 0) else 'NOT back to zero'}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"counts": soak.counts, "errors": soak.errors, "samples": soak.samples,
                        "rss_start": rss_start, "rss_warm": warm, "rss_plateau": plateau, "rss_end": rss_end,
-                       "end_metrics": [running, waiting, kv]}, f, indent=1)
-    sys.exit(1 if soak.errors or (running, waiting, kv) != (0, 0, 0) else 0)
+                       "rss_second_half_growth": growth, "end_metrics": [running, waiting, kv]}, f, indent=1)
+    sys.exit(1 if soak.errors or (running, waiting, kv) != (0, 0, 0) or not flat else 0)
 
 
 if __name__ == "__main__":

@@ -287,7 +287,8 @@ class Renderer {
         auto inner = std::make_shared<Scope>(scope);
         for (const auto& [target, expr] : n.assignments) {
           Value v = eval(*expr, scope);
-          located(s.offset, [&] { assign(target, std::move(v), inner); });
+          // The binding is captured through an init-capture: clang 14 rejects naming it directly.
+          located(s.offset, [&, &target = target] { assign(target, std::move(v), inner); });
         }
         return exec_body(n.body, inner, out);
       }

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/error.h"
 #include "kernels/cpu/fp8.h"
 #include "kernels/cpu/packed_avx2.h"
@@ -603,9 +604,9 @@ const PackedIsa& packed_isa() {
 }  // namespace
 
 bool packed_isa_supported(const char* isa) {
-  if (std::strcmp(isa, "avx512vnni") == 0)
-    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
-  if (std::strcmp(isa, "avxvnni") == 0) return __builtin_cpu_supports("avxvnni");
+  const X86Features& f = x86_features();
+  if (std::strcmp(isa, "avx512vnni") == 0) return f.avx512vnni && f.avx512vl;
+  if (std::strcmp(isa, "avxvnni") == 0) return f.avxvnni;
   return std::strcmp(isa, "avx2") == 0 && use_avx2();
 }
 

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/dot_kernels.h"
+#include "base/cpu_features.h"
 #include "kernels/cpu/quant_avx2.h"
 #include "kernels/cpu/quant_neon.h"
 #include "kernels/cpu/simd.h"
@@ -16,8 +17,8 @@ namespace {
 
 bool detect_avx2_fma() {
 #if ZEN_HAVE_X86_SIMD
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const X86Features& f = x86_features();
+  return f.avx2 && f.fma && f.f16c;
 #else
   return false;
 #endif
