@@ -410,7 +410,12 @@ void Engine::Impl::draft(const EngineOptions& o, int64_t context_window) {
     const int64_t room = std::min(seq->params.max_tokens - seq->generated(),
                                   context_window - static_cast<int64_t>(seq->tokens.size())) - 1;
     cand_seqs.push_back(seq);
-    cands.push_back({seq->id, static_cast<int32_t>(std::clamp<int64_t>(room, 0, spec::kMaxDraftTokens))});
+    spec::Controller::Candidate c{seq->id, static_cast<int32_t>(std::clamp<int64_t>(room, 0, spec::kMaxDraftTokens))};
+    if (c.max_k > 0) {
+      c.one_off_seconds = proposer->catch_up_seconds(seq->id, seq->tokens);
+      c.horizon_tokens = room + 1;
+    }
+    cands.push_back(c);
   }
   if (cands.empty()) return;
   // Drafts only take what prompts leave of the step's token budget, so time to first token is

@@ -135,19 +135,27 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
   size_t best_len = 0;
   int64_t drafting = 0;
   int32_t longest = 0;
+  // Per step share of the candidates' one-off costs: one_off x E / horizon (E: what the
+  // sequence emits a step with its drafts so far).
+  double one_off_share = 0;
+  auto per_token_one_off = [&](size_t i) {
+    const int64_t horizon = std::clamp<int64_t>(cands[i].horizon_tokens, 1, kHorizonTokens);
+    return cands[i].one_off_seconds / static_cast<double>(horizon);
+  };
   while (!heap.empty() && static_cast<int64_t>(order.size()) < draft_budget && base_time > 0) {
     const Next n = heap.top();
     heap.pop();
     const size_t i = n.cand;
     emitted += n.gain;
     cumulative[i] = n.gain;
+    one_off_share += per_token_one_off(i) * (k[i] == 0 ? 1.0 + n.gain : n.gain);
     drafting += k[i] == 0 ? 1 : 0;
     ++k[i];
     longest = std::max(longest, k[i]);
     order.push_back(i);
     if (k[i] < cands[i].max_k) heap.push({cumulative[i] * acc[i]->at(k[i]), i});
     const double extra = proposer_seconds ? proposer_seconds(drafting, longest) : 0.0;
-    const double rate = emitted / (cost_.predict(base_tokens + static_cast<int64_t>(order.size())) + extra);
+    const double rate = emitted / (cost_.predict(base_tokens + static_cast<int64_t>(order.size())) + extra + one_off_share);
     if (rate > best_rate) {
       best_rate = rate;
       best_len = order.size();

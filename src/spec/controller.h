@@ -13,7 +13,9 @@
 // highest rate, or none when plain decoding is fastest. So a memory-bound step (T flat in n:
 // one sequence, a CPU or GPU with spare compute) drafts long where acceptance is high, while a
 // compute-bound one (T growing with n: many sequences) turns speculation off unless acceptance
-// is near 1. Costs and acceptance are re-measured all the time, so it follows the load.
+// is near 1. Costs and acceptance are re-measured all the time, so it follows the load. A
+// sequence whose drafter must first catch up (a draft model reading a long prompt) starts
+// drafting only when the expected gain over its remaining tokens pays for that too.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -74,7 +76,15 @@ class Controller {
   struct Candidate {
     uint64_t seq_id = 0;
     int32_t max_k = 0;  // in: drafts available (or allowed); out: how many to verify
+    // One-off seconds drafting for it would cost first (a draft model's catch-up on a prompt
+    // its cache lacks), spread over the tokens it has left to emit, at most kHorizonTokens: a
+    // sequence emitting E tokens a step pays one_off x E / horizon of it per step.
+    double one_off_seconds = 0;
+    int64_t horizon_tokens = 0;
   };
+  // Tokens a one-off cost is spread over at most: a request's max_tokens is only a bound on
+  // what it emits (most stop earlier), so a long one does not make any catch-up look free.
+  static constexpr int64_t kHorizonTokens = 256;
   // Chooses k for every candidate of one step. other_tokens: tokens the step carries besides
   // the candidates' own last tokens (prefill chunks, decodes without drafts); draft_budget
   // caps the sum of k. proposer_seconds(seqs, k): the proposer's cost for `seqs` sequences

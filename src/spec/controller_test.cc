@@ -85,6 +85,32 @@ TEST(Controller, ProposerCostCountsAgainstDrafting) {
   EXPECT_EQ(costly[0].max_k, 0);
 }
 
+TEST(Controller, AOneOffCatchUpMustPayForItselfOverTheTokensLeft) {
+  // A CPU-like step (52 ms + 17.5 ms a token) and drafts whose first three tokens are always
+  // right and fourth never: k = 3 emits 4 tokens a 122 ms step, worth it with nothing to catch
+  // up first.
+  auto chosen_k = [](double one_off, int64_t horizon) {
+    Controller c({.adaptive = true, .num_speculative_tokens = 8});
+    teach(c, 0.052, 0.0175);
+    auto cands = candidates(1, 8);
+    observe(c, cands, 4, 3, 20);
+    cands[0].one_off_seconds = one_off;
+    cands[0].horizon_tokens = horizon;
+    c.choose(cands, 0, 512);
+    return cands[0].max_k;
+  };
+  const int32_t free_k = chosen_k(0, 200);
+  EXPECT_GT(free_k, 0);
+  // 200 tokens take 13.9 s plainly and 6.1 s drafted: a 3 s catch-up pays for itself, a 10 s
+  // one does not.
+  EXPECT_EQ(chosen_k(3.0, 200), free_k);
+  EXPECT_EQ(chosen_k(10.0, 200), 0);
+  // Over few tokens left the same catch-up does not.
+  EXPECT_EQ(chosen_k(0.5, 4), 0);
+  // max_tokens far away does not make it free: the horizon is capped.
+  EXPECT_EQ(chosen_k(12.0, 100000), 0);
+}
+
 TEST(Controller, PinnedKAndBudgets) {
   Controller pinned({.adaptive = false, .num_speculative_tokens = 5});
   auto cands = candidates(4, 8);

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/mmap.h"
+#include "spec/controller.h"
 #include "io/checkpoint.h"
 
 namespace zen::spec {
@@ -420,6 +421,21 @@ double DraftModelProposer::predict(int64_t tokens) const {
   const auto lo = it - 1;
   const double f = static_cast<double>(tokens - lo->first) / static_cast<double>(it->first - lo->first);
   return lo->second + f * (it->second - lo->second);
+}
+
+double DraftModelProposer::catch_up_seconds(uint64_t seq_id, std::span<const int32_t> tokens) const {
+  int64_t cached = 0;
+  if (const auto it = seqs_.find(seq_id); it != seqs_.end()) {
+    const std::vector<int32_t>& have = it->second.tokens;
+    const size_t n = std::min(have.size(), tokens.size());
+    cached = std::mismatch(have.begin(), have.begin() + static_cast<std::ptrdiff_t>(n), tokens.begin()).first - have.begin();
+  }
+  // A step's own catch-up (the bonus token and accepted drafts) is in cost_seconds already.
+  const int64_t missing = count_of(tokens) - cached;
+  if (missing <= kMaxDraftTokens + 1) return 0;
+  // Fed kCatchUpChunk tokens a forward (one sequence), as propose_impl does.
+  const int64_t forwards = (missing + kCatchUpChunk - 1) / kCatchUpChunk;
+  return static_cast<double>(forwards - 1) * predict(kCatchUpChunk) + predict(missing - (forwards - 1) * kCatchUpChunk);
 }
 
 double DraftModelProposer::cost_seconds(int64_t seqs, int32_t k) const {

@@ -93,6 +93,9 @@ class DraftModelProposer : public Proposer {
   // k x the measured time of a draft forward of `seqs` one-token rows (a moving average per
   // forward size, interpolated; catch-up forwards count too); 0 before anything was measured.
   double cost_seconds(int64_t seqs, int32_t k) const override;
+  // The forwards that would feed the tokens the cache lacks beyond a step's usual few (the
+  // bonus token and accepted drafts), as measured; 0 before anything was measured.
+  double catch_up_seconds(uint64_t seq_id, std::span<const int32_t> tokens) const override;
 
   // Introspection (tests, stats).
   int64_t num_blocks() const { return pool_ ? pool_->num_blocks() : 0; }

@@ -549,5 +549,24 @@ TEST_F(DraftModel, CostIsMeasuredPerBatchSize) {
   EXPECT_EQ(p->cost_seconds(0, 3), 0.0);
 }
 
+TEST_F(DraftModel, CatchUpCostCountsWhatTheCacheLacksBeyondAStep) {
+  auto p = proposer_with(*target_, "qwen3_f32", 4096);
+  const auto prompt = random_prompts(1, 200, 201, vocab(), 31)[0];
+  EXPECT_EQ(p->catch_up_seconds(7, prompt), 0.0);  // nothing measured yet: nothing to charge
+  const SamplingParams greedy_params;
+  std::vector<int32_t> head(prompt.begin(), prompt.begin() + 40);
+  const auto other = random_prompts(1, 300, 301, vocab(), 32)[0];
+  std::vector<DraftSlot> slots{slot_for(7, head, 4, &greedy_params), slot_for(9, other, 4, &greedy_params)};
+  p->propose(slots);  // measures a 340-token forward (and 2-token ones); caches 7's 40 tokens
+  // An unknown sequence: its whole prompt, in chunks of at most 512 tokens a forward.
+  EXPECT_GT(p->catch_up_seconds(8, prompt), 0.0);
+  // The known one lacks 160 tokens: less than an unknown one of the same length.
+  EXPECT_GT(p->catch_up_seconds(7, prompt), 0.0);
+  EXPECT_LT(p->catch_up_seconds(7, prompt), p->catch_up_seconds(8, prompt));
+  // A step's usual few (the bonus token and accepted drafts) are in cost_seconds instead.
+  std::vector<int32_t> next(prompt.begin(), prompt.begin() + 50);
+  EXPECT_EQ(p->catch_up_seconds(7, next), 0.0);
+}
+
 }  // namespace
 }  // namespace zen

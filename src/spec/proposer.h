@@ -52,6 +52,13 @@ class Proposer {
     (void)seqs, (void)k;
     return 0;
   }
+  // Seconds of one-off work drafting for this sequence would cost before its first draft,
+  // beyond what cost_seconds covers (a draft model reading a prompt, or the output of a stretch
+  // without drafts, into its cache); 0 when none.
+  virtual double catch_up_seconds(uint64_t seq_id, std::span<const int32_t> tokens) const {
+    (void)seq_id, (void)tokens;
+    return 0;
+  }
 };
 
 }  // namespace zen::spec
