@@ -1,5 +1,6 @@
 #include "cli/flags.h"
 
+#include <cctype>
 #include <cmath>
 #include <sstream>
 
@@ -102,6 +103,27 @@ double Flags::number(const std::string& name, double fallback) const {
   if (used == 0 || used != it->second.size() || !std::isfinite(v))
     fail("--", name, " expects a number, got '", it->second, "'");
   return v;
+}
+
+int64_t parse_byte_size(const std::string& flag, const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = used == 0 ? "?" : text.substr(used);
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") scale = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TB" || unit == "TIB") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (scale == 0 || !(value > 0) || value * scale > 9e18)
+    fail("--", flag, " expects a size such as 4G, 512M, 1.5T or a byte count, got '", text, "'");
+  return static_cast<int64_t>(value * scale);
 }
 
 }  // namespace zen::cli

@@ -39,4 +39,8 @@ class Flags {
   std::vector<std::string> positional_;
 };
 
+// "8589934592", "8G", "512MiB", "1.5GB", "1.5T" (binary units) -> bytes; `flag` names the
+// flag in the error.
+int64_t parse_byte_size(const std::string& flag, const std::string& text);
+
 }  // namespace zen::cli

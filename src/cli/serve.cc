@@ -24,27 +24,6 @@
 namespace zen::cli {
 namespace {
 
-// "8589934592", "8G", "512MiB", "1.5GB" (binary units) -> bytes.
-int64_t parse_byte_size(const std::string& flag, const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = used == 0 ? "?" : text.substr(used);
-  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  double scale = 0;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "K" || unit == "KB" || unit == "KIB") scale = 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MIB") scale = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GIB") scale = 1024.0 * 1024 * 1024;
-  if (scale == 0 || !(value > 0) || value * scale > 9e18)
-    fail("--", flag, " expects a size such as 4G, 512M or a byte count, got '", text, "'");
-  return static_cast<int64_t>(value * scale);
-}
-
 // /v1/models reports the weights root; without --verify-weights it is computed after start by
 // one low-priority thread (a 0.5 GB model takes about half a second of one core).
 void hash_weights_in_background(const std::string& path, std::shared_ptr<server::WeightsIdentity> weights) {
