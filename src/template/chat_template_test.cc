@@ -154,6 +154,9 @@ TEST(ChatTemplate, RuntimeErrorsAreClear) {
   EXPECT_NE(error_of("{{ 1 / 0 }}").find("division by zero"), std::string::npos);
   EXPECT_NE(error_of("{{ undefined_thing.x }}").find("'undefined_thing' is undefined"), std::string::npos);
   EXPECT_NE(error_of("{{ 'a' }}", Json::array()).find("must be a JSON object"), std::string::npos);
+  // Floats past 64-bit integers (Python's ints are unbounded): refused, not undefined behaviour.
+  EXPECT_NE(error_of("{{ '%d' % (3.14 ** 159) }}").find("too large for a 64-bit integer"), std::string::npos);
+  EXPECT_NE(error_of("{{ (2.0 ** 70)|int }}").find("too large for a 64-bit integer"), std::string::npos);
 }
 
 TEST(ChatTemplate, ContextDefaultsAndMessageNormalization) {

@@ -564,6 +564,9 @@ class PercentFormatter {
       case 'd': case 'i': case 'u': case 'o': case 'x': case 'X': {
         if (!arg.is_number()) fail("%", conv, " format: a real number is required, not ", type_name(arg));
         if (arg.is_float() && !std::isfinite(arg.as_double())) fail("cannot convert float to integer");
+        // Python formats any integer; ours are 64-bit, so a float beyond them is refused.
+        if (arg.is_float() && !(std::fabs(std::trunc(arg.as_double())) < 9223372036854775808.0))
+          fail("%", conv, " format: ", arg.as_double(), " is too large for a 64-bit integer");
         const auto v = arg.is_float() ? static_cast<long long>(std::trunc(arg.as_double())) : static_cast<long long>(arg.as_int());
         const char c = (conv == 'i' || conv == 'u') ? 'd' : conv;
         return printf_spec(flags, width, precision, std::string("ll") + c, v);

@@ -295,6 +295,8 @@ Value f_int(const Value& v, CallArgs& a) {
   if (v.is_int() || v.is_bool()) return Value::integer(v.as_int());
   if (v.is_float()) {
     if (!std::isfinite(v.as_double())) fail("cannot convert float ", format_float(v.as_double()), " to integer");
+    if (!(std::fabs(std::trunc(v.as_double())) < 9223372036854775808.0))  // Python's are unbounded; ours 64-bit
+      fail("int: ", format_float(v.as_double()), " is too large for a 64-bit integer");
     return Value::integer(static_cast<int64_t>(std::trunc(v.as_double())));
   }
   if (v.is_string()) {
