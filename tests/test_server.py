@@ -340,10 +340,14 @@ def test_api_key_and_queue_full():
         assert server.raw("GET", "/health")[0] == 200  # health needs no key
         assert server.raw("GET", "/metrics")[0] == 401  # counts and latencies do
         assert server.raw("GET", "/metrics", headers={"Authorization": "Bearer sekret"})[0] == 200
-        # One running, one waiting: the next request is refused with 429 while they last.
-        streams = [client.chat.completions.create(model=server.model, messages=USER, max_tokens=400, stream=True,
-                                                  extra_body={"ignore_eos": True}, **greedy()) for _ in range(2)]
+        # One running, one waiting: the next request is refused with 429 while they last. The
+        # first must be running (its first token out) before the second arrives, or both wait.
+        def long_stream():
+            return client.chat.completions.create(model=server.model, messages=USER, max_tokens=400, stream=True,
+                                                  extra_body={"ignore_eos": True}, **greedy())
+        streams = [long_stream()]
         next(iter(streams[0]))
+        streams.append(long_stream())
         statuses = []
         for _ in range(3):
             try:
