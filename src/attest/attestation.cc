@@ -13,11 +13,6 @@ constexpr size_t kMaxEnvelopeBytes = size_t{16} << 20;
 // A manifest holds ~250 bytes per tensor: 64 MiB is a quarter of a million tensors.
 constexpr size_t kMaxManifestBytes = size_t{64} << 20;
 
-std::string strip_sha256_prefix(std::string s) {
-  if (s.rfind("sha256:", 0) == 0) s.erase(0, 7);
-  return s;
-}
-
 const nlohmann::json& member(const nlohmann::json& obj, const char* key, const std::string& where) {
   if (!obj.is_object()) fail(where, ": not a JSON object");
   const auto it = obj.find(key);
@@ -46,7 +41,7 @@ nlohmann::json make_statement(const WeightsDigest& d, const AttestOptions& optio
                               {"tensor_bytes", d.tensor_bytes}};
   if (!options.training_config_sha256.empty())
     predicate["training_config"] = {
-        {"digest", {{"sha256", to_hex(digest_from_hex(strip_sha256_prefix(options.training_config_sha256), "--config-hash"))}}}};
+        {"digest", {{"sha256", to_hex(digest_from_hex(options.training_config_sha256, "--config-hash"))}}}};
   if (!options.benchmarks.is_null()) predicate["benchmarks"] = options.benchmarks;
   return {{"_type", kStatementType}, {"subject", subjects}, {"predicateType", kPredicateType}, {"predicate", predicate}};
 }
@@ -138,9 +133,9 @@ std::vector<std::string> compare_attestation(const Attestation& a, const Weights
 
 namespace {
 
-bool looks_like_root(std::string s) {
-  s = strip_sha256_prefix(s);
-  return s.size() == 64 && s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+bool looks_like_root(std::string_view s) {
+  if (s.starts_with("sha256:")) s.remove_prefix(7);
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdefABCDEF") == std::string_view::npos;
 }
 
 std::string rate(const WeightsDigest& d) {
@@ -163,7 +158,7 @@ WeightsCheck check_weights(const std::string& model_path, const std::string& exp
   const bool want_signed = !public_key_path.empty();
   if (looks_like_root(expected)) {
     if (want_signed) fail("a public key was given but '", expected, "' is a bare root, not a signed attestation");
-    const Digest want = digest_from_hex(strip_sha256_prefix(expected), "expected root");
+    const Digest want = digest_from_hex(expected, "expected root");
     c.digest = digest_weights(model_path, options);
     if (c.digest.root != want)
       c.problems.push_back("weights root " + to_hex(c.digest.root) + " differs from the expected " + to_hex(want) +

@@ -92,6 +92,7 @@ std::string to_hex(const uint8_t* p, size_t n) {
 }
 
 Digest digest_from_hex(std::string_view hex, const std::string& what) {
+  if (hex.starts_with("sha256:")) hex.remove_prefix(7);
   if (hex.size() != 64) fail(what, ": expected 64 hex digits (a SHA-256), got ", hex.size(), " characters");
   auto nibble = [&](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';

@@ -38,7 +38,8 @@ Digest sha256_file(const std::string& path);
 
 std::string to_hex(const uint8_t* p, size_t n);
 inline std::string to_hex(const Digest& d) { return to_hex(d.data(), d.size()); }
-// 64 hex digits (either case) to a digest; throws naming `what` otherwise.
+// 64 hex digits (either case), optionally prefixed "sha256:", to a digest; throws naming
+// `what` otherwise.
 Digest digest_from_hex(std::string_view hex, const std::string& what);
 
 std::string base64_encode(std::string_view bytes);

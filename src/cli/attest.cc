@@ -15,14 +15,7 @@
 namespace zen::cli {
 namespace {
 
-const FlagSpec kHelp{"help", FlagKind::Bool, "show this help", {}};
 const FlagSpec kThreads{"threads", FlagKind::Int, "hashing threads (default: all cores)", {}};
-
-bool help(const Flags& f) {
-  if (!f.flag("help")) return false;
-  std::fputs(f.usage().c_str(), stdout);
-  return true;
-}
 
 const std::string& one_path(const Flags& f, const char* usage) {
   if (f.positional().size() != 1) fail("give one checkpoint path: ", usage);
@@ -59,9 +52,9 @@ int hash_command(int argc, char** argv) {
   Flags f("hash", {{"json", FlagKind::String, "also write the manifest (root, per-tensor leaves, file hashes) to FILE ('-': stdout)", {}},
                    {"gguf-hash", FlagKind::Bool, "print llama-gguf-hash --sha256's lines for a GGUF instead", {}},
                    {"no-file-hashes", FlagKind::Bool, "skip the whole weight files' plain SHA-256 (the root alone)", {}},
-                   kThreads, kHelp});
+                   kThreads, kHelpFlag});
   f.parse(argc, argv, 2);
-  if (help(f)) return 0;
+  if (wants_help(f)) return 0;
   const std::string& path = one_path(f, "zen hash PATH [--json FILE] [--gguf-hash]");
   if (f.flag("gguf-hash")) {
     for (const std::string& line : attest::gguf_hash_lines(path)) std::printf("%s\n", line.c_str());
@@ -82,9 +75,9 @@ int verify_command(int argc, char** argv) {
                      {"attestation", FlagKind::String, "a signed attestation from zen attest (needs --public-key)", {}},
                      {"model-signing", FlagKind::String, "an OpenSSF model-signing signature (needs --public-key)", {}},
                      {"public-key", FlagKind::String, "the signer's public key (PEM: EC or Ed25519)", {}},
-                     kThreads, kHelp});
+                     kThreads, kHelpFlag});
   f.parse(argc, argv, 2);
-  if (help(f)) return 0;
+  if (wants_help(f)) return 0;
   const std::string& path =
       one_path(f, "zen verify PATH (--expect ROOT | --manifest FILE | --attestation FILE --public-key PUB | --model-signing SIG --public-key PUB)");
   const int given = f.has("expect") + f.has("manifest") + f.has("attestation") + f.has("model-signing");
@@ -114,19 +107,15 @@ int attest_command(int argc, char** argv) {
                      {"config-hash", FlagKind::String, "SHA-256 of the training config to record (hex, optionally sha256:)", {}},
                      {"benchmarks", FlagKind::String, "a JSON file of benchmark results to record", {}},
                      {"output", FlagKind::String, "where to write the envelope (default: stdout)", {}},
-                     kThreads, kHelp});
+                     kThreads, kHelpFlag});
   f.parse(argc, argv, 2);
-  if (help(f)) return 0;
+  if (wants_help(f)) return 0;
   const std::string& path = one_path(f, "zen attest PATH --key KEY.pem [--config-hash HEX] [--benchmarks FILE] [--output FILE]");
   if (!f.has("key")) fail("give the signing key: --key KEY.pem");
   const attest::Key key = attest::Key::load_private_pem(f.str("key"));
   attest::AttestOptions options;
   options.training_config_sha256 = f.str("config-hash");
-  if (f.has("config-hash")) {  // checked now, not after hashing every weight
-    std::string hex = options.training_config_sha256;
-    if (hex.rfind("sha256:", 0) == 0) hex.erase(0, 7);
-    attest::digest_from_hex(hex, "--config-hash");
-  }
+  if (f.has("config-hash")) attest::digest_from_hex(options.training_config_sha256, "--config-hash");  // now, not after hashing
   if (f.has("benchmarks")) {
     const std::string text = read_text_file(f.str("benchmarks"));
     if (text.size() > (size_t{1} << 20)) fail(f.str("benchmarks"), ": more than 1 MiB of benchmark results");

@@ -33,16 +33,9 @@ namespace fs = std::filesystem;
 
 const FlagSpec kModelFlag{"model", FlagKind::String, "model path: HF folder, .safetensors, or .gguf (default: the installed default model)", {}};
 const FlagSpec kThreadsFlag{"threads", FlagKind::Int, "worker threads (default: all cores)", {}};
-const FlagSpec kHelpFlag{"help", FlagKind::Bool, "show this help", {}};
 const FlagSpec kKvQuantFlag{"kv-cache-quant", FlagKind::Choice, "KV cache precision (auto = f32 on the CPU)",
                             {"auto", "f32", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"}};
 const FlagSpec kNvfp4ExactFlag{"nvfp4-exact", FlagKind::Bool, "NVFP4 with f32 activations (exact, slower; default int8 per block of 32)", {}};
-
-bool wants_help(const Flags& f) {
-  if (!f.flag("help")) return false;
-  std::fputs(f.usage().c_str(), stdout);
-  return true;
-}
 
 std::string executable_dir() {
   std::error_code ec;

@@ -1,12 +1,19 @@
 #include "cli/flags.h"
 
 #include <cctype>
+#include <cstdio>
 #include <cmath>
 #include <sstream>
 
 #include "base/error.h"
 
 namespace zen::cli {
+
+bool wants_help(const Flags& f) {
+  if (!f.flag("help")) return false;
+  std::fputs(f.usage().c_str(), stdout);
+  return true;
+}
 
 const FlagSpec* Flags::find(const std::string& name) const {
   for (const auto& s : specs_)

@@ -39,6 +39,10 @@ class Flags {
   std::vector<std::string> positional_;
 };
 
+inline const FlagSpec kHelpFlag{"help", FlagKind::Bool, "show this help", {}};
+// With --help: prints the usage and returns true (the command then exits 0).
+bool wants_help(const Flags& f);
+
 // "8589934592", "8G", "512MiB", "1.5GB", "1.5T" (binary units) -> bytes; `flag` names the
 // flag in the error.
 int64_t parse_byte_size(const std::string& flag, const std::string& text);
