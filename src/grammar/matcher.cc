@@ -1,0 +1,371 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace zen::grammar {
+
+namespace {
+
+constexpr int32_t kRoot = -1;     // below the root rule's frame: popping it ends the grammar
+constexpr int32_t kUnknown = -2;  // below the walked state: popping it leaves its rule
+
+// A set of cursors, each a stack: persistent base node (or a sentinel) under local frames,
+// laid out flat as [base, n, frame_0 .. frame_n-1] ...; frame_n-1 is the current state.
+struct Level {
+  std::vector<int32_t> data;
+  std::vector<uint64_t> hashes;  // one per cursor, for deduplication
+  bool popped = false;    // a run left the walked state's rule (base kUnknown)
+  bool accepted = false;  // a run ended the grammar (base kRoot)
+  void clear() {
+    data.clear();
+    hashes.clear();
+    popped = accepted = false;
+  }
+  bool alive() const { return !data.empty(); }
+};
+
+uint64_t hash_frames(int32_t base, const int32_t* f, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(static_cast<uint32_t>(base));
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<uint32_t>(f[i])) * 0x100000001B3ull + (h >> 29);
+  return h;
+}
+
+}  // namespace
+
+// Steps cursor sets byte by byte: the pushdown automaton without committing anything.
+class Runner {
+ public:
+  Runner(const Grammar& g, const std::vector<Matcher::Node>* nodes) : g_(g), nodes_(nodes) {}
+
+  // out = in after consuming byte b (closed: every cursor's top consumes bytes).
+  void step(const Level& in, uint8_t b, Level& out) {
+    out.clear();
+    const auto& d = in.data;
+    for (size_t pos = 0; pos < d.size();) {
+      const int32_t base = d[pos];
+      const auto n = static_cast<size_t>(d[pos + 1]);
+      const int32_t* f = &d[pos + 2];
+      pos += 2 + n;
+      const int32_t to = g_.state(f[n - 1]).next(b);
+      if (to < 0) continue;
+      work_.assign(f, f + n);
+      work_.back() = to;
+      visited_.clear();
+      close(base, out);
+    }
+  }
+
+  // The closure of one stack (base under frames), added to out.
+  void close_stack(int32_t base, std::span<const int32_t> frames, Level& out) {
+    work_.assign(frames.begin(), frames.end());
+    visited_.clear();
+    close(base, out);
+  }
+
+ private:
+  void emit(int32_t base, Level& out) {
+    const uint64_t h = hash_frames(base, work_.data(), work_.size());
+    size_t pos = 0;
+    for (uint64_t other : out.hashes) {
+      const auto n = static_cast<size_t>(out.data[pos + 1]);
+      if (other == h && out.data[pos] == base && n == work_.size() &&
+          std::equal(work_.begin(), work_.end(), out.data.begin() + static_cast<ptrdiff_t>(pos + 2)))
+        return;
+      pos += 2 + n;
+    }
+    out.hashes.push_back(h);
+    out.data.push_back(base);
+    out.data.push_back(static_cast<int32_t>(work_.size()));
+    out.data.insert(out.data.end(), work_.begin(), work_.end());
+  }
+
+  // Pops are the only way a closure can come back to a stack it has seen (a loop over a rule
+  // that matches the empty string), so they are checked against visited_.
+  bool first_visit(int32_t base) {
+    const uint64_t h = hash_frames(base, work_.data(), work_.size());
+    if (std::find(visited_.begin(), visited_.end(), h) != visited_.end()) return false;
+    visited_.push_back(h);
+    return true;
+  }
+
+  void close(int32_t base, Level& out) {
+    const Grammar::State& s = g_.state(work_.back());
+    if (!s.bytes.empty()) emit(base, out);
+    for (const Grammar::CallEdge& c : s.calls) {
+      const int32_t here = work_.back();
+      work_.back() = c.to;
+      work_.push_back(g_.rule_start(c.rule));
+      close(base, out);
+      work_.pop_back();
+      work_.back() = here;
+    }
+    if (!s.accepting) return;
+    const int32_t here = work_.back();
+    work_.pop_back();
+    if (!work_.empty()) {
+      if (first_visit(base)) close(base, out);
+    } else if (base == kUnknown) {
+      out.popped = true;
+    } else if (base == kRoot) {
+      out.accepted = true;
+    } else {
+      const Matcher::Node& below = (*nodes_)[static_cast<size_t>(base)];
+      work_.push_back(below.state);
+      if (first_visit(below.parent)) close(below.parent, out);
+      work_.pop_back();
+    }
+    work_.push_back(here);
+  }
+
+  const Grammar& g_;
+  const std::vector<Matcher::Node>* nodes_;
+  std::vector<int32_t> work_;
+  std::vector<uint64_t> visited_;
+};
+
+// ---- per-state classification ---------------------------------------------------------------
+
+CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab)
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
+
+const CompiledGrammar::StateMasks& CompiledGrammar::masks(int32_t state) const {
+  {
+    std::lock_guard lock(mu_);
+    auto it = masks_.find(state);
+    if (it != masks_.end()) return *it->second;
+  }
+  auto m = std::make_unique<StateMasks>(classify(state));
+  std::lock_guard lock(mu_);
+  auto [it, fresh] = masks_.emplace(state, std::move(m));
+  return *it->second;
+}
+
+void CompiledGrammar::precompute() const {
+  for (int32_t s = 0; s < grammar_->num_states(); ++s)
+    if (!grammar_->state(s).bytes.empty()) masks(s);
+}
+
+CompiledGrammar::StateMasks CompiledGrammar::classify(int32_t state) const {
+  const auto& nodes = vocab_->nodes();
+  const auto& sorted = vocab_->sorted();
+  Runner run(*grammar_, nullptr);
+  std::vector<Level> levels(256);
+  levels[0].data = {kUnknown, 1, state};
+  std::vector<char> popped_before(257, 0);  // a run left the rule at a depth < d
+  std::vector<uint8_t> allowed(static_cast<size_t>(vocab_->size()), 0);
+  StateMasks m;
+  int64_t n_allowed = 0;
+  const std::string* prev_uncertain = nullptr;
+  auto uncertain = [&](int32_t tok) {
+    const std::string& b = vocab_->bytes(tok);
+    size_t lcp = 0;
+    if (prev_uncertain)
+      while (lcp < b.size() && lcp < prev_uncertain->size() && b[lcp] == (*prev_uncertain)[lcp]) ++lcp;
+    m.uncertain.push_back(tok);
+    m.uncertain_lcp.push_back(static_cast<uint8_t>(lcp));
+    prev_uncertain = &b;
+  };
+  for (size_t i = 0; i < nodes.size();) {
+    const Vocabulary::Node& nd = nodes[i];
+    const size_t d = nd.depth;
+    Level& here = levels[d];
+    run.step(levels[d - 1], nd.byte, here);
+    const bool left_before = popped_before[d - 1];
+    const bool ends_ok = here.alive() || here.popped;
+    for (int32_t k = nd.tok_begin; k < nd.tok_begin + nd.own_count; ++k) {
+      const int32_t tok = sorted[static_cast<size_t>(k)];
+      if (ends_ok) {
+        allowed[static_cast<size_t>(tok)] = 1;
+        ++n_allowed;
+      } else if (left_before) {
+        uncertain(tok);
+      }
+    }
+    if (!here.alive()) {
+      if (left_before || here.popped)
+        for (int32_t k = nd.tok_begin + nd.own_count; k < nd.tok_end; ++k) uncertain(sorted[static_cast<size_t>(k)]);
+      i = static_cast<size_t>(nd.end);
+      continue;
+    }
+    popped_before[d] = left_before || here.popped;
+    ++i;
+  }
+  // The shorter list of the two.
+  m.complement = n_allowed * 2 > vocab_->size();
+  for (int32_t t = 0; t < vocab_->size(); ++t)
+    if (static_cast<bool>(allowed[static_cast<size_t>(t)]) != m.complement) m.allowed.push_back(t);
+  return m;
+}
+
+// ---- matcher ----------------------------------------------------------------------------------
+
+int32_t Matcher::intern(int32_t state, int32_t parent) {
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) | static_cast<uint32_t>(parent);
+  auto [it, fresh] = node_ids_.emplace(key, static_cast<int32_t>(nodes_.size()));
+  if (fresh) nodes_.push_back({state, parent});
+  return it->second;
+}
+
+namespace {
+
+// The configuration as a level: each stack as its top frame over its persistent parent.
+template <typename Nodes>
+void load(const std::vector<int32_t>& stacks, const Nodes& nodes, Level& level) {
+  level.clear();
+  for (int32_t id : stacks) {
+    level.data.push_back(nodes[static_cast<size_t>(id)].parent);
+    level.data.push_back(1);
+    level.data.push_back(nodes[static_cast<size_t>(id)].state);
+    level.hashes.push_back(0);
+  }
+}
+
+}  // namespace
+
+Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std::move(grammar)) {
+  const Grammar& g = grammar_->grammar();
+  Runner run(g, &nodes_);
+  Level start;
+  const int32_t root_start = g.rule_start(g.root());
+  run.close_stack(kRoot, std::span<const int32_t>(&root_start, 1), start);
+  Config c;
+  c.accepting = start.accepted;
+  for (size_t pos = 0; pos < start.data.size();) {
+    int32_t node = start.data[pos];
+    const auto n = static_cast<size_t>(start.data[pos + 1]);
+    for (size_t i = 0; i < n; ++i) node = intern(start.data[pos + 2 + i], node);
+    c.stacks.push_back(node);
+    pos += 2 + n;
+  }
+  history_.push_back(std::move(c));
+}
+
+namespace {
+
+// Runs a token's bytes from the configuration into a; false when the token is forbidden
+// (a run dies, or the grammar ends before its last byte).
+template <typename Nodes>
+bool run_token(const Grammar& g, const Nodes& nodes, const std::vector<int32_t>& stacks, const std::string& bytes,
+               Level& a, Level& b) {
+  Runner run(g, &nodes);
+  load(stacks, nodes, a);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    run.step(a, static_cast<uint8_t>(bytes[i]), b);
+    std::swap(a, b);
+    if (!a.alive()) return i + 1 == bytes.size() && a.accepted;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Matcher::allows(int32_t token) const {
+  const Vocabulary& v = grammar_->vocab();
+  if (token < 0 || token >= v.size()) return false;
+  const Config& c = history_.back();
+  if (std::find(v.stop_ids().begin(), v.stop_ids().end(), token) != v.stop_ids().end()) return c.accepting;
+  const std::string& bytes = v.bytes(token);
+  if (bytes.empty()) return false;
+  Level a, b;
+  return run_token(grammar_->grammar(), nodes_, c.stacks, bytes, a, b);
+}
+
+bool Matcher::advance(int32_t token) {
+  if (!allows(token)) return false;
+  const Vocabulary& v = grammar_->vocab();
+  Config next;
+  if (std::find(v.stop_ids().begin(), v.stop_ids().end(), token) != v.stop_ids().end()) {
+    next.accepting = true;  // after a stop token nothing else is allowed
+    history_.push_back(std::move(next));
+    return true;
+  }
+  Level a, b;
+  run_token(grammar_->grammar(), nodes_, history_.back().stacks, v.bytes(token), a, b);
+  next.accepting = a.accepted;
+  for (size_t pos = 0; pos < a.data.size();) {
+    int32_t node = a.data[pos];
+    const auto n = static_cast<size_t>(a.data[pos + 1]);
+    for (size_t i = 0; i < n; ++i) node = intern(a.data[pos + 2 + i], node);
+    next.stacks.push_back(node);
+    pos += 2 + n;
+  }
+  std::sort(next.stacks.begin(), next.stacks.end());
+  next.stacks.erase(std::unique(next.stacks.begin(), next.stacks.end()), next.stacks.end());
+  history_.push_back(std::move(next));
+  return true;
+}
+
+void Matcher::rollback(int32_t n) {
+  ZEN_CHECK(n >= 0 && n <= num_advanced(), n, " of ", num_advanced());
+  history_.resize(history_.size() - static_cast<size_t>(n));
+}
+
+void Matcher::fill_mask(std::span<uint64_t> words) const {
+  const Vocabulary& v = grammar_->vocab();
+  ZEN_CHECK(words.size() * 64 >= static_cast<size_t>(v.size()), words.size());
+  std::fill(words.begin(), words.end(), 0);
+  const Config& c = history_.back();
+  auto set = [&](int32_t t) { words[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63); };
+  auto has = [&](int32_t t) { return (words[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1; };
+  if (c.accepting)
+    for (int32_t t : v.stop_ids()) set(t);
+  const Grammar& g = grammar_->grammar();
+  std::vector<int32_t> seen_states;
+  for (int32_t id : c.stacks) {
+    const int32_t s = nodes_[static_cast<size_t>(id)].state;
+    if (std::find(seen_states.begin(), seen_states.end(), s) != seen_states.end()) continue;
+    seen_states.push_back(s);
+    const CompiledGrammar::StateMasks& m = grammar_->masks(s);
+    if (!m.complement) {
+      for (int32_t t : m.allowed) set(t);
+    } else {
+      // Every id but the listed: set all (within the vocabulary), then clear the listed ones
+      // that no earlier stack allowed.
+      std::vector<uint64_t> keep(words.begin(), words.end());
+      const size_t full = static_cast<size_t>(v.size()) / 64;
+      for (size_t w = 0; w < full; ++w) words[w] = ~uint64_t{0};
+      for (int32_t t = static_cast<int32_t>(full * 64); t < v.size(); ++t) set(t);
+      for (int32_t t : m.allowed) words[static_cast<size_t>(t) >> 6] &= ~(uint64_t{1} << (t & 63));
+      for (size_t w = 0; w < words.size(); ++w) words[w] |= keep[w];
+      if (!c.accepting)  // stop ids are listed (never allowed from a state); keep them off
+        for (int32_t t : v.stop_ids()) words[static_cast<size_t>(t) >> 6] &= ~(uint64_t{1} << (t & 63));
+    }
+    // Uncertain tokens against the whole configuration, reusing the levels of the shared
+    // prefix with the previous token; a prefix that died kills every token extending it.
+    if (m.uncertain.empty()) continue;
+    Runner run(g, &nodes_);
+    std::vector<Level> levels(256);
+    load(c.stacks, nodes_, levels[0]);
+    size_t valid = 0;       // levels[0..valid] hold the previous token's prefix
+    size_t dead_at = 256;   // depth whose level died on the previous path
+    for (size_t j = 0; j < m.uncertain.size(); ++j) {
+      const int32_t tok = m.uncertain[j];
+      const size_t lcp = m.uncertain_lcp[j];
+      if (lcp >= dead_at) continue;
+      dead_at = 256;
+      if (has(tok)) {
+        valid = std::min(valid, lcp);
+        continue;
+      }
+      const std::string& bytes = v.bytes(tok);
+      size_t d = std::min(valid, lcp);
+      for (; d < bytes.size(); ++d) {
+        run.step(levels[d], static_cast<uint8_t>(bytes[d]), levels[d + 1]);
+        if (!levels[d + 1].alive()) break;
+      }
+      if (d == bytes.size()) {
+        valid = d;
+        if (levels[d].alive() || levels[d].accepted) set(tok);
+      } else {
+        valid = d + 1;
+        if (d + 1 == bytes.size() && levels[d + 1].accepted) set(tok);
+        else dead_at = d + 1;
+      }
+    }
+  }
+}
+
+}  // namespace zen::grammar
