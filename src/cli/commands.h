@@ -10,7 +10,8 @@ int perplexity_command(int argc, char** argv);
 int inspect_command(int argc, char** argv);
 int bench_command(int argc, char** argv);
 int serve_command(int argc, char** argv);
-int plan_command(int argc, char** argv);  // plan.cc: TP / EP / PP layouts over N nodes
+int plan_command(int argc, char** argv);
+int grammar_command(int argc, char** argv);  // grammar.cc: compile, time and check constrained decoding  // plan.cc: TP / EP / PP layouts over N nodes
 
 // --model, or the installed default model (ZEN_MODEL, then models/default/ beside the
 // binary's tree). Throws with setup instructions when none is found.

@@ -23,6 +23,7 @@ const char* kUsage =
     "  hash        canonical weights digest (per-tensor Merkle root) and file SHA-256s\n"
     "  verify      check weights against a root, a manifest, an attestation or a model-signing signature\n"
     "  attest      write a signed attestation (in-toto statement in a DSSE envelope)\n"
+    "  grammar     compile a JSON Schema / regex / GBNF grammar for a vocabulary; time masks, check texts\n"
     "  plan        lay a model out over N nodes (TP / EP / PP): per-rank memory, collectives, decode bound\n"
     "run 'zen <command> --help' for its flags\n";
 
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     if (command == "hash") return zen::cli::hash_command(argc, argv);
     if (command == "verify") return zen::cli::verify_command(argc, argv);
     if (command == "attest") return zen::cli::attest_command(argc, argv);
+    if (command == "grammar") return zen::cli::grammar_command(argc, argv);
     if (command == "plan") return zen::cli::plan_command(argc, argv);
     std::fprintf(stderr, "zen: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;

@@ -15,6 +15,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/state_cache.h"
+#include "grammar/matcher.h"
 #include "kernels/cpu/packed.h"
 #include "model/hybrid.h"
 #include "spec/draft_model.h"
@@ -338,6 +339,11 @@ AddResult Engine::add(std::vector<int32_t> prompt, const RequestParams& params, 
   seq->prompt_len = n;
   seq->params = params;
   seq->sampler = std::make_unique<Sampler>(params.sampling, seq->tokens);
+  if (params.grammar) {
+    if (params.grammar->vocab().size() > vocab)
+      return {AddStatus::Invalid, 0, "the grammar was compiled for a larger vocabulary than the model's"};
+    seq->sampler->set_grammar(std::make_unique<grammar::Matcher>(params.grammar));
+  }
   seq->on_update = std::move(on_update);
   seq->arrival = Sequence::Clock::now();
   {
@@ -443,6 +449,13 @@ void Engine::Impl::draft(const EngineOptions& o, int64_t context_window) {
   }
   if (slots.empty()) return;
   proposer->propose(slots);
+  // A draft token the grammar forbids ends the draft: it could never be accepted.
+  for (size_t j = 0; j < slots.size(); ++j)
+    if (grammar::Matcher* g = cand_seqs[slot_of[j]]->sampler->grammar()) {
+      const size_t ok = g->allowed_prefix(slots[j].draft);
+      slots[j].draft.resize(ok);
+      if (!slots[j].q.empty()) slots[j].q.resize(ok * static_cast<size_t>(cfg.vocab_size));
+    }
   // With the drafts in hand (their cost sunk), choose again how many of each to verify.
   for (auto& c : cands) c.max_k = 0;
   for (size_t j = 0; j < slots.size(); ++j)

@@ -23,6 +23,10 @@
 
 namespace zen {
 
+namespace grammar {
+class CompiledGrammar;
+}
+
 struct EngineOptions {
   KvDType kv_dtype = KvDType::F32;
   int64_t kv_memory_bytes = 0;         // 0: kv_memory_fraction of the available RAM
@@ -62,6 +66,8 @@ struct EngineOptions {
 
 struct RequestParams {
   SamplingParams sampling;
+  // Constrained decoding: every sampled token is one the grammar allows (null: free text).
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
   int64_t max_tokens = 256;
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;  // finish with "stop" on these (besides the model's EOS)

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "base/error.h"
 
@@ -85,6 +86,14 @@ ExprId GrammarBuilder::repeat(ExprId x, int32_t min, int32_t max) {
   e.kids = {x};
   e.min = min;
   e.max = max;
+  return add(std::move(e));
+}
+
+ExprId GrammarBuilder::until(std::string_view terminator, bool avoid_terminator) {
+  if (terminator.empty()) fail("until: the terminator must not be empty");
+  Expr e{Expr::Until};
+  e.text = std::string(terminator);
+  e.may_end = avoid_terminator;
   return add(std::move(e));
 }
 
@@ -247,6 +256,35 @@ int32_t thompson(const GrammarBuilder& b, ExprId id, int32_t from, Nfa& nfa, int
       }
       return end;
     }
+    case Expr::Until: {
+      // KMP automaton: node i = the longest terminator prefix the text ends with has length i.
+      const std::string& t = e.text;
+      const size_t m = t.size();
+      std::vector<size_t> fail_link(m + 1, 0);
+      for (size_t i = 1, k = 0; i < m; ++i) {
+        while (k > 0 && t[i] != t[k]) k = fail_link[k];
+        if (t[i] == t[k]) ++k;
+        fail_link[i + 1] = k;
+      }
+      std::vector<int32_t> node(m + 1);
+      node[0] = nfa.node();
+      nfa.eps(from, node[0]);
+      for (size_t i = 1; i <= m; ++i) node[i] = nfa.node();
+      const int32_t end = e.may_end ? nfa.node() : node[m];
+      for (size_t i = 0; i < m; ++i) {
+        std::map<size_t, ByteSet> by_target;
+        for (int c = 0; c < 256; ++c) {
+          size_t k = i;
+          while (k > 0 && static_cast<uint8_t>(t[k]) != c) k = fail_link[k];
+          if (static_cast<uint8_t>(t[k]) == c) ++k;
+          by_target[k].add(static_cast<uint8_t>(c));
+        }
+        for (const auto& [k, bs] : by_target)
+          if (!(e.may_end && k == m)) nfa.nodes[static_cast<size_t>(node[i])].bytes.push_back({bs, node[k]});
+        if (e.may_end) nfa.eps(node[i], end);
+      }
+      return end;
+    }
     case Expr::Repeat: {
       // Each copy starts at a fresh node so loops never share entry points.
       auto copy = [&](int32_t at) {
@@ -297,7 +335,11 @@ std::vector<int32_t> eps_closure(const Nfa& nfa, std::vector<int32_t> set) {
   return set;
 }
 
-Dfa determinize(const Nfa& nfa, int32_t start, int32_t end, int64_t& budget) {
+void check_deadline(const GrammarLimits& limits) {
+  if (std::chrono::steady_clock::now() > limits.deadline) fail("grammar too complex: compiling it took past the time bound");
+}
+
+Dfa determinize(const Nfa& nfa, int32_t start, int32_t end, int64_t& budget, const GrammarLimits& limits) {
   Dfa dfa;
   std::map<std::vector<int32_t>, int32_t> ids;
   std::vector<std::vector<int32_t>> sets;
@@ -306,6 +348,7 @@ Dfa determinize(const Nfa& nfa, int32_t start, int32_t end, int64_t& budget) {
     auto [it, fresh] = ids.emplace(set, static_cast<int32_t>(sets.size()));
     if (fresh) {
       if (--budget < 0) fail("grammar too large: more than the automaton state limit");
+      if ((budget & 255) == 0) check_deadline(limits);
       sets.push_back(set);
       dfa.states.emplace_back();
     }
@@ -345,6 +388,67 @@ Dfa determinize(const Nfa& nfa, int32_t start, int32_t end, int64_t& budget) {
   return dfa;
 }
 
+// Merges equivalent states (Moore's partition refinement over bytes and calls). Subset
+// construction leaves e.g. one "inside the string" state per kind of character just read;
+// merged, a string has one content state, whose token classes are computed once.
+Dfa minimize(const Dfa& dfa, const GrammarLimits& limits) {
+  const size_t n = dfa.states.size();
+  std::vector<int32_t> block(n);
+  for (size_t s = 0; s < n; ++s) block[s] = dfa.states[s].accepting ? 1 : 0;
+  size_t blocks = 0;
+  for (int round = 0;; ++round) {
+    if ((round & 15) == 15) check_deadline(limits);
+    // A state's signature: its block, and per target block the bytes leading there, calls.
+    std::map<std::string, int32_t> ids;
+    std::vector<int32_t> next(n);
+    for (size_t s = 0; s < n; ++s) {
+      const Dfa::State& st = dfa.states[s];
+      std::map<int32_t, ByteSet> by_block;
+      for (const auto& [bs, to] : st.bytes) by_block[block[static_cast<size_t>(to)]] = by_block[block[static_cast<size_t>(to)]] | bs;
+      std::string sig(reinterpret_cast<const char*>(&block[s]), sizeof(int32_t));
+      for (const auto& [b, bs] : by_block) {
+        sig.append(reinterpret_cast<const char*>(&b), sizeof(b));
+        sig.append(reinterpret_cast<const char*>(bs.bits.data()), sizeof(bs.bits));
+      }
+      sig += '|';
+      for (const auto& [rule, to] : st.calls) {
+        sig.append(reinterpret_cast<const char*>(&rule), sizeof(rule));
+        sig.append(reinterpret_cast<const char*>(&block[static_cast<size_t>(to)]), sizeof(int32_t));
+      }
+      next[s] = ids.emplace(std::move(sig), static_cast<int32_t>(ids.size())).first->second;
+    }
+    const bool stable = ids.size() == blocks;
+    blocks = ids.size();
+    block = std::move(next);
+    if (stable) break;
+  }
+  // Renumber so the start's block is 0.
+  std::vector<int32_t> id(blocks, -1);
+  int32_t count = 0;
+  id[static_cast<size_t>(block[0])] = count++;
+  for (size_t s = 0; s < n; ++s)
+    if (id[static_cast<size_t>(block[s])] < 0) id[static_cast<size_t>(block[s])] = count++;
+  Dfa out;
+  out.states.resize(blocks);
+  std::vector<char> done(blocks, 0);
+  for (size_t s = 0; s < n; ++s) {
+    const auto b = static_cast<size_t>(id[static_cast<size_t>(block[s])]);
+    if (done[b]) continue;
+    done[b] = 1;
+    const Dfa::State& st = dfa.states[s];
+    Dfa::State& o = out.states[b];
+    o.accepting = st.accepting;
+    std::map<int32_t, ByteSet> by_target;
+    for (const auto& [bs, to] : st.bytes) {
+      const int32_t t = id[static_cast<size_t>(block[static_cast<size_t>(to)])];
+      by_target[t] = by_target[t] | bs;
+    }
+    for (const auto& [t, bs] : by_target) o.bytes.push_back({bs, t});
+    for (const auto& [rule, to] : st.calls) o.calls.push_back({rule, id[static_cast<size_t>(block[static_cast<size_t>(to)])]});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<const Grammar> GrammarBuilder::build(int32_t root) const {
@@ -365,7 +469,8 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int32_t root) const {
     const int32_t start = nfa.node();
     const int32_t end = thompson(*this, bodies_[static_cast<size_t>(r)], start, nfa);
     budget = nfa.budget;
-    dfas[static_cast<size_t>(r)] = determinize(nfa, start, end, budget);
+    dfas[static_cast<size_t>(r)] = minimize(determinize(nfa, start, end, budget, limits_), limits_);
+    check_deadline(limits_);
     for (const auto& st : dfas[static_cast<size_t>(r)].states)
       for (const auto& [callee, to] : st.calls)
         if (!reached[static_cast<size_t>(callee)]) {
@@ -485,6 +590,38 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int32_t root) const {
     }
   }
   return g;
+}
+
+std::string Grammar::state_key(int32_t start) const {
+  constexpr size_t kMaxKeyedStates = 4096;
+  std::unordered_map<int32_t, int32_t> canon;  // state -> discovery index
+  std::vector<int32_t> order{start};
+  canon[start] = 0;
+  auto index = [&](int32_t s) {
+    auto [it, fresh] = canon.emplace(s, static_cast<int32_t>(order.size()));
+    if (fresh) order.push_back(s);
+    return it->second;
+  };
+  std::string key;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order.size() > kMaxKeyedStates) return "";
+    const State& st = states_[static_cast<size_t>(order[i])];
+    key += st.accepting ? 'A' : 'S';
+    for (const ByteEdge& e : st.bytes) {
+      key += 'b';
+      key.append(reinterpret_cast<const char*>(e.set.bits.data()), sizeof(e.set.bits));
+      const int32_t to = index(e.to);
+      key.append(reinterpret_cast<const char*>(&to), sizeof(to));
+    }
+    for (const CallEdge& c : st.calls) {
+      key += 'c';
+      const int32_t callee = index(rule_start(c.rule)), to = index(c.to);
+      key.append(reinterpret_cast<const char*>(&callee), sizeof(callee));
+      key.append(reinterpret_cast<const char*>(&to), sizeof(to));
+    }
+    key += ';';
+  }
+  return key;
 }
 
 // ---- reference simulation -------------------------------------------------------------------

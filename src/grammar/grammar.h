@@ -10,6 +10,7 @@
 // their mask is computed once and cached.
 #pragma once
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,11 +43,13 @@ struct ByteSet {
 // A node of a rule body. Expressions are immutable and may be shared between rules.
 using ExprId = int32_t;
 struct Expr {
-  enum Kind : uint8_t { Empty, Bytes, Rule, Seq, Alt, Repeat } kind = Empty;
+  enum Kind : uint8_t { Empty, Bytes, Rule, Seq, Alt, Repeat, Until } kind = Empty;
   ByteSet bytes;              // Bytes
   int32_t rule = -1;          // Rule
   std::vector<ExprId> kids;   // Seq, Alt; Repeat: one
   int32_t min = 0, max = 0;   // Repeat: max -1 = unbounded
+  std::string text;           // Until: the terminator
+  bool may_end = false;       // Until: without the terminator, ending anywhere (see until())
 };
 
 // Code point ranges, inclusive; surrogates (D800-DFFF) are never encoded.
@@ -57,6 +60,8 @@ using CodepointRanges = std::vector<std::pair<uint32_t, uint32_t>>;
 struct GrammarLimits {
   int64_t max_exprs = 2'000'000;     // expression nodes
   int64_t max_nfa_states = 2'000'000;  // states of all rule automata together
+  // build() gives up past this point ("grammar too complex"); default: no deadline.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 class Grammar;
@@ -86,6 +91,11 @@ class GrammarBuilder {
   ExprId opt(ExprId e) { return repeat(e, 0, 1); }
   ExprId star(ExprId e) { return repeat(e, 0, -1); }
   ExprId plus(ExprId e) { return repeat(e, 1, -1); }
+  // Free text (any bytes) up to and including the first occurrence of terminator; with
+  // avoid_terminator, free text that never contains it and may end anywhere. Compiled to the
+  // terminator's KMP automaton, so free text costs one state per terminator byte (reasoning
+  // up to "</think>", text before a "<tool_call>").
+  ExprId until(std::string_view terminator, bool avoid_terminator = false);
   // One code point from the ranges, UTF-8 encoded (ranges may overlap and come unsorted).
   ExprId codepoints(const CodepointRanges& ranges);
   ExprId any_codepoint() { return codepoints({{0, 0x10FFFF}}); }
@@ -142,6 +152,10 @@ class Grammar {
   int32_t num_rules() const { return static_cast<int32_t>(rule_start_.size()); }
   const State& state(int32_t s) const { return states_[static_cast<size_t>(s)]; }
   int32_t num_states() const { return static_cast<int32_t>(states_.size()); }
+  // A canonical text of everything reachable from state s (its rule's remaining automaton,
+  // the rules it calls, theirs...): equal keys in two grammars mean the same language from
+  // there, so a state's token classes can be shared. "" when that part is too large to key.
+  std::string state_key(int32_t s) const;
   // After build(): rule bodies are deterministic over bytes and calls (a state's byte edges
   // are disjoint), every state can still reach its rule's end, every rule matches something,
   // and no rule can call itself before consuming a byte (closures terminate).

@@ -1,6 +1,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "base/error.h"
@@ -44,6 +45,19 @@ class Runner {
   void step(const Level& in, uint8_t b, Level& out) {
     out.clear();
     const auto& d = in.data;
+    // Fast path, the common case inside a string or number: one stack whose next state only
+    // consumes bytes (no calls to push, cannot end its rule): just move the top.
+    if (d.size() >= 3 && static_cast<size_t>(d[1]) + 2 == d.size()) {
+      const int32_t to = g_.state(d.back()).next(b);
+      if (to < 0) return;
+      const Grammar::State& next = g_.state(to);
+      if (next.calls.empty() && !next.accepting) {
+        out.data.assign(d.begin(), d.end());
+        out.data.back() = to;
+        out.hashes.push_back(0);
+        return;
+      }
+    }
     for (size_t pos = 0; pos < d.size();) {
       const int32_t base = d[pos];
       const auto n = static_cast<size_t>(d[pos + 1]);
@@ -131,13 +145,18 @@ class Runner {
 CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
 
-const CompiledGrammar::StateMasks& CompiledGrammar::masks(int32_t state) const {
+const TokenClasses& CompiledGrammar::masks(int32_t state) const {
   {
     std::lock_guard lock(mu_);
     auto it = masks_.find(state);
     if (it != masks_.end()) return *it->second;
   }
-  auto m = std::make_unique<StateMasks>(classify(state));
+  const std::string key = grammar_->state_key(state);
+  std::shared_ptr<const TokenClasses> m = key.empty() ? nullptr : vocab_->shared_classes(key);
+  if (!m) {
+    m = std::make_shared<const TokenClasses>(classify(state));
+    if (!key.empty()) vocab_->share_classes(key, m);
+  }
   std::lock_guard lock(mu_);
   auto [it, fresh] = masks_.emplace(state, std::move(m));
   return *it->second;
@@ -148,15 +167,35 @@ void CompiledGrammar::precompute() const {
     if (!grammar_->state(s).bytes.empty()) masks(s);
 }
 
-CompiledGrammar::StateMasks CompiledGrammar::classify(int32_t state) const {
+TokenClasses CompiledGrammar::classify(int32_t state) const {
   const auto& nodes = vocab_->nodes();
   const auto& sorted = vocab_->sorted();
   Runner run(*grammar_, nullptr);
-  std::vector<Level> levels(256);
+  thread_local std::vector<Level> levels(256);  // scratch, reused: most walks are short
+  levels[0].clear();
   levels[0].data = {kUnknown, 1, state};
+  // simple[d] >= 0: levels[d] is the single stack [simple[d]] over kUnknown (inside a string
+  // or number most of the trie is walked so; stepping it is one transition).
+  std::vector<int32_t> simple(256, -1);
+  simple[0] = state;
   std::vector<char> popped_before(257, 0);  // a run left the rule at a depth < d
-  std::vector<uint8_t> allowed(static_cast<size_t>(vocab_->size()), 0);
-  StateMasks m;
+  // Byte transitions of the few states the single-stack walk visits, as tables.
+  struct NextTable {
+    int32_t state = -1;
+    std::array<int32_t, 256> to;
+  };
+  std::array<NextTable, 16> tables;
+  auto next_of = [&](int32_t from, uint8_t b) {
+    NextTable& t = tables[static_cast<size_t>(from) & 15];
+    if (t.state != from) {
+      t.state = from;
+      const Grammar::State& st = grammar_->state(from);
+      for (int c = 0; c < 256; ++c) t.to[static_cast<size_t>(c)] = st.next(static_cast<uint8_t>(c));
+    }
+    return t.to[b];
+  };
+  std::vector<uint64_t> allowed(static_cast<size_t>(vocab_->size() + 63) / 64, 0);
+  TokenClasses m;
   int64_t n_allowed = 0;
   const std::string* prev_uncertain = nullptr;
   auto uncertain = [&](int32_t tok) {
@@ -172,31 +211,57 @@ CompiledGrammar::StateMasks CompiledGrammar::classify(int32_t state) const {
     const Vocabulary::Node& nd = nodes[i];
     const size_t d = nd.depth;
     Level& here = levels[d];
-    run.step(levels[d - 1], nd.byte, here);
+    simple[d] = -1;
+    bool alive, popped;
+    if (const int32_t from = simple[d - 1]; from >= 0) {
+      // Single stack: levels[d - 1] was never written, the state alone says it all.
+      const int32_t to = next_of(from, nd.byte);
+      alive = popped = false;
+      if (to >= 0) {
+        const Grammar::State& next = grammar_->state(to);
+        if (next.calls.empty() && !next.accepting) {
+          simple[d] = to;
+          alive = true;
+        } else {
+          here.clear();
+          run.close_stack(kUnknown, std::span<const int32_t>(&to, 1), here);
+          alive = here.alive();
+          popped = here.popped;
+        }
+      }
+    } else {
+      run.step(levels[d - 1], nd.byte, here);
+      alive = here.alive();
+      popped = here.popped;
+    }
     const bool left_before = popped_before[d - 1];
-    const bool ends_ok = here.alive() || here.popped;
+    const bool ends_ok = alive || popped;
     for (int32_t k = nd.tok_begin; k < nd.tok_begin + nd.own_count; ++k) {
       const int32_t tok = sorted[static_cast<size_t>(k)];
       if (ends_ok) {
-        allowed[static_cast<size_t>(tok)] = 1;
+        allowed[static_cast<size_t>(tok) >> 6] |= uint64_t{1} << (tok & 63);
         ++n_allowed;
       } else if (left_before) {
         uncertain(tok);
       }
     }
-    if (!here.alive()) {
-      if (left_before || here.popped)
+    if (!alive) {
+      if (left_before || popped)
         for (int32_t k = nd.tok_begin + nd.own_count; k < nd.tok_end; ++k) uncertain(sorted[static_cast<size_t>(k)]);
       i = static_cast<size_t>(nd.end);
       continue;
     }
-    popped_before[d] = left_before || here.popped;
+    popped_before[d] = left_before || popped;
     ++i;
   }
-  // The shorter list of the two.
-  m.complement = n_allowed * 2 > vocab_->size();
-  for (int32_t t = 0; t < vocab_->size(); ++t)
-    if (static_cast<bool>(allowed[static_cast<size_t>(t)]) != m.complement) m.allowed.push_back(t);
+  // A list when short, else a bitset.
+  if (n_allowed * 32 > vocab_->size()) {
+    m.allowed_bits = std::move(allowed);
+  } else {
+    for (size_t w = 0; w < allowed.size(); ++w)
+      for (uint64_t bits = allowed[w]; bits != 0; bits &= bits - 1)
+        m.allowed.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+  }
   return m;
 }
 
@@ -298,6 +363,13 @@ bool Matcher::advance(int32_t token) {
   return true;
 }
 
+size_t Matcher::allowed_prefix(std::span<const int32_t> tokens) {
+  size_t n = 0;
+  while (n < tokens.size() && advance(tokens[n])) ++n;
+  rollback(static_cast<int32_t>(n));
+  return n;
+}
+
 void Matcher::rollback(int32_t n) {
   ZEN_CHECK(n >= 0 && n <= num_advanced(), n, " of ", num_advanced());
   history_.resize(history_.size() - static_cast<size_t>(n));
@@ -318,20 +390,11 @@ void Matcher::fill_mask(std::span<uint64_t> words) const {
     const int32_t s = nodes_[static_cast<size_t>(id)].state;
     if (std::find(seen_states.begin(), seen_states.end(), s) != seen_states.end()) continue;
     seen_states.push_back(s);
-    const CompiledGrammar::StateMasks& m = grammar_->masks(s);
-    if (!m.complement) {
-      for (int32_t t : m.allowed) set(t);
+    const TokenClasses& m = grammar_->masks(s);
+    if (!m.allowed_bits.empty()) {
+      for (size_t w = 0; w < m.allowed_bits.size(); ++w) words[w] |= m.allowed_bits[w];
     } else {
-      // Every id but the listed: set all (within the vocabulary), then clear the listed ones
-      // that no earlier stack allowed.
-      std::vector<uint64_t> keep(words.begin(), words.end());
-      const size_t full = static_cast<size_t>(v.size()) / 64;
-      for (size_t w = 0; w < full; ++w) words[w] = ~uint64_t{0};
-      for (int32_t t = static_cast<int32_t>(full * 64); t < v.size(); ++t) set(t);
-      for (int32_t t : m.allowed) words[static_cast<size_t>(t) >> 6] &= ~(uint64_t{1} << (t & 63));
-      for (size_t w = 0; w < words.size(); ++w) words[w] |= keep[w];
-      if (!c.accepting)  // stop ids are listed (never allowed from a state); keep them off
-        for (int32_t t : v.stop_ids()) words[static_cast<size_t>(t) >> 6] &= ~(uint64_t{1} << (t & 63));
+      for (int32_t t : m.allowed) set(t);
     }
     // Uncertain tokens against the whole configuration, reusing the levels of the shared
     // prefix with the previous token; a prefix that died kills every token extending it.

@@ -28,26 +28,16 @@ class CompiledGrammar {
   const Grammar& grammar() const { return *grammar_; }
   const Vocabulary& vocab() const { return *vocab_; }
 
-  struct StateMasks {
-    // Tokens allowed from the state whatever lies below it on the stack: the listed ids, or
-    // when complement is set every id except the listed ones.
-    std::vector<int32_t> allowed;
-    bool complement = false;
-    // Tokens to check against the full stack, in trie order, with each one's common prefix
-    // length with the one before.
-    std::vector<int32_t> uncertain;
-    std::vector<uint8_t> uncertain_lcp;
-  };
-  const StateMasks& masks(int32_t state) const;  // computed on first use
+  const TokenClasses& masks(int32_t state) const;  // computed (or shared) on first use
   // Computes every state's masks now (for timing compile and first mask apart).
   void precompute() const;
 
  private:
-  StateMasks classify(int32_t state) const;
+  TokenClasses classify(int32_t state) const;
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const Vocabulary> vocab_;
   mutable std::mutex mu_;
-  mutable std::unordered_map<int32_t, std::unique_ptr<StateMasks>> masks_;
+  mutable std::unordered_map<int32_t, std::shared_ptr<const TokenClasses>> masks_;
 };
 
 class Matcher {
@@ -60,6 +50,9 @@ class Matcher {
   bool allows(int32_t token) const;
   // Consumes an allowed token; false (and no change) for a token the grammar forbids.
   bool advance(int32_t token);
+  // How many leading tokens of a draft the grammar allows in sequence (checked by advancing
+  // and rolling back: the matcher ends where it started).
+  size_t allowed_prefix(std::span<const int32_t> tokens);
   // Undoes the last n advances.
   void rollback(int32_t n);
   int32_t num_advanced() const { return static_cast<int32_t>(history_.size()) - 1; }

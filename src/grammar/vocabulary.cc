@@ -48,6 +48,22 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t
   }
 }
 
+std::shared_ptr<const TokenClasses> Vocabulary::shared_classes(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = shared_.find(key);
+  return it == shared_.end() ? nullptr : it->second;
+}
+
+void Vocabulary::share_classes(const std::string& key, std::shared_ptr<const TokenClasses> classes) const {
+  std::lock_guard lock(mu_);
+  const size_t bytes = classes->bytes() + key.size();
+  if (shared_bytes_ + bytes > kMaxSharedBytes) {  // full: start over (grammars keep their own)
+    shared_.clear();
+    shared_bytes_ = 0;
+  }
+  if (shared_.emplace(key, std::move(classes)).second) shared_bytes_ += bytes;
+}
+
 std::shared_ptr<const Vocabulary> Vocabulary::from_tokenizer(const Tokenizer& tok, int32_t vocab_size) {
   const int32_t n = std::max(vocab_size, tok.vocab_size());
   std::vector<std::string> bytes(static_cast<size_t>(n));

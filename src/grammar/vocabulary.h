@@ -4,7 +4,9 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace zen {
@@ -12,6 +14,21 @@ class Tokenizer;
 }
 
 namespace zen::grammar {
+
+// How one grammar state splits the vocabulary (see matcher.h): tokens allowed whatever lies
+// below it on the stack, and tokens to check against the stack.
+struct TokenClasses {
+  // Allowed ids: listed (few), or as a bitset over the vocabulary (most: inside a string).
+  std::vector<int32_t> allowed;
+  std::vector<uint64_t> allowed_bits;  // non-empty = this form
+  // Tokens to check against the full stack, in trie order, with each one's common prefix
+  // length with the one before.
+  std::vector<int32_t> uncertain;
+  std::vector<uint8_t> uncertain_lcp;
+  size_t bytes() const {
+    return allowed.size() * 4 + allowed_bits.size() * 8 + uncertain.size() * 5 + sizeof(TokenClasses);
+  }
+};
 
 class Vocabulary {
  public:
@@ -41,11 +58,21 @@ class Vocabulary {
   // Token ids in trie (lexicographic byte) order.
   const std::vector<int32_t>& sorted() const { return sorted_; }
 
+  // Classifications shared between grammars, keyed by a state's structural key (equal keys:
+  // the same language from that state on, in any grammar). A JSON string state costs a walk
+  // of the whole trie (milliseconds); every later schema reuses it. Bounded in bytes.
+  std::shared_ptr<const TokenClasses> shared_classes(const std::string& key) const;
+  void share_classes(const std::string& key, std::shared_ptr<const TokenClasses> classes) const;
+
  private:
   std::vector<std::string> bytes_;
   std::vector<int32_t> stop_ids_;
   std::vector<Node> nodes_;
   std::vector<int32_t> sorted_;
+  mutable std::mutex mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const TokenClasses>> shared_;
+  mutable size_t shared_bytes_ = 0;
+  static constexpr size_t kMaxSharedBytes = size_t{256} << 20;
 };
 
 }  // namespace zen::grammar

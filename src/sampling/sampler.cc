@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "base/error.h"
+#include "grammar/matcher.h"
 #include "kernels/cpu/ops.h"
 
 namespace zen {
@@ -41,7 +43,32 @@ Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt) 
     }
 }
 
+Sampler::~Sampler() = default;
+
+void Sampler::set_grammar(std::unique_ptr<grammar::Matcher> matcher) { grammar_ = std::move(matcher); }
+
+void Sampler::apply_grammar(float* logits, int64_t vocab) const {
+  const auto& g = grammar_->compiled().vocab();
+  mask_.resize(static_cast<size_t>(g.size() + 63) / 64);
+  grammar_->fill_mask(mask_);
+  bool any = false;
+  for (uint64_t w : mask_) any = any || w != 0;
+  if (!any)  // nothing but ending is possible (e.g. ignore_eos past the grammar's end)
+    for (int32_t t : g.stop_ids()) mask_[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t covered = std::min<int64_t>(vocab, static_cast<int64_t>(mask_.size()) * 64);
+  for (int64_t w = 0; w * 64 < covered; ++w) {
+    const uint64_t bits = mask_[static_cast<size_t>(w)];
+    if (bits == ~uint64_t{0}) continue;
+    const int64_t end = std::min<int64_t>(covered, (w + 1) * 64);
+    for (int64_t t = w * 64; t < end; ++t)
+      if (!((bits >> (t & 63)) & 1)) logits[t] = kNegInf;
+  }
+  for (int64_t t = covered; t < vocab; ++t) logits[t] = kNegInf;
+}
+
 void Sampler::accept(int32_t token) {
+  if (grammar_) grammar_->advance(token);  // false only for a token outside the mask: none is sampled
   ++output_counts_[token];
   if (!seen_set_[token]) {
     seen_set_[token] = true;
@@ -65,6 +92,7 @@ void Sampler::adjust_logits(float* logits, int64_t vocab) const {
       logits[t] -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(count);
     }
   }
+  if (grammar_) apply_grammar(logits, vocab);
 }
 
 int32_t Sampler::sample(float* logits, int64_t vocab) {
@@ -89,6 +117,8 @@ std::span<const TokenProb> Sampler::distribution(float* logits, int64_t vocab) {
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) keep = static_cast<size_t>(p_.top_k);
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep), candidates_.end(), by_logit);
+  // Tokens a grammar forbids (-inf) are never candidates, not even as a rounding sliver.
+  while (keep > 1 && candidates_[keep - 1].first == -std::numeric_limits<float>::infinity()) --keep;
 
   // Softmax at temperature over the kept candidates.
   const double max_logit = candidates_[0].first;

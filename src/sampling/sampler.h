@@ -2,6 +2,7 @@
 // min-p over the softmax, drawn from a seeded generator (same seed, same output).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -9,6 +10,10 @@
 #include <vector>
 
 namespace zen {
+
+namespace grammar {
+class Matcher;
+}
 
 struct SamplingParams {
   float temperature = 0.0f;         // 0: greedy
@@ -36,10 +41,17 @@ struct TokenProb {
 class Sampler {
  public:
   Sampler(const SamplingParams& params, std::span<const int32_t> prompt);
+  ~Sampler();
   // Picks the next token from logits [vocab] (modified in place by penalties).
   int32_t sample(float* logits, int64_t vocab);
-  // Records a generated token for the penalties.
+  // Records a generated token for the penalties (and advances the grammar).
   void accept(int32_t token);
+  // Constrained decoding: tokens the grammar forbids get -inf after the bias and penalties, on
+  // every path that samples (plain decoding and speculative verification alike); accept()
+  // advances it. When it forbids every token (the grammar ended and EOS is ignored), the
+  // stop tokens stay allowed.
+  void set_grammar(std::unique_ptr<grammar::Matcher> matcher);
+  grammar::Matcher* grammar() const { return grammar_.get(); }
 
   // The distribution sample() draws from, for speculative rejection sampling: logit bias,
   // penalties, temperature, top-k / top-p / min-p, normalised, most likely first (a single
@@ -53,7 +65,8 @@ class Sampler {
   int32_t draw(std::span<const TokenProb> dist, double total = 1.0);
 
  private:
-  void adjust_logits(float* logits, int64_t vocab) const;  // logit bias, then penalties
+  void adjust_logits(float* logits, int64_t vocab) const;  // logit bias, penalties, grammar
+  void apply_grammar(float* logits, int64_t vocab) const;
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int32_t> output_counts_;
@@ -61,6 +74,8 @@ class Sampler {
   std::unordered_map<int32_t, bool> seen_set_;
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch
   std::vector<TokenProb> dist_;                        // scratch
+  std::unique_ptr<grammar::Matcher> grammar_;
+  mutable std::vector<uint64_t> mask_;                 // scratch: allowed-token bits
 };
 
 int32_t argmax(const float* logits, int64_t vocab);

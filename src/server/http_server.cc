@@ -24,13 +24,19 @@ struct Server::Impl {
   const Tokenizer& tok;
   ServerOptions opt;
   PromptBuilder prompts;
+  // Compiled grammars by request text, over the model's (padded) vocabulary.
+  grammar::GrammarCache grammars;
   Metrics metrics;
   PipeliningServer http;
   int bound_port = -1;
   const int64_t started = static_cast<int64_t>(std::time(nullptr));
 
   Impl(Engine& e, const Tokenizer& t, ServerOptions o)
-      : engine(e), tok(t), opt(std::move(o)), prompts(t, opt.tool_format) {}
+      : engine(e),
+        tok(t),
+        opt(std::move(o)),
+        prompts(t, opt.tool_format),
+        grammars(grammar::Vocabulary::from_tokenizer(t, static_cast<int32_t>(e.model().config().vocab_size))) {}
 
   void routes();
   void send_error(httplib::Response& res, const ApiError& e);
@@ -47,6 +53,9 @@ struct Server::Impl {
   void tokenize(std::string_view body, httplib::Response& res);
   void detokenize(std::string_view body, httplib::Response& res);
   void check_model(const std::string& model) const;
+  // The request's output constraint (response_format & co., or forced / lazy tool calls),
+  // compiled; null for free text. Throws ApiError 400 for what cannot be compiled.
+  std::shared_ptr<const grammar::CompiledGrammar> output_grammar(const GenerationRequest& r, const BuiltPrompt& prompt);
 };
 
 namespace {
@@ -154,6 +163,7 @@ void Server::Impl::generate(std::string_view body_text, httplib::Response& res, 
       out.tool_prefill = prompt.tool_prefill;
     }
   }
+  r.params.grammar = output_grammar(r, prompt);
   auto gen = std::make_shared<Generation>(r, prompt, std::move(out), tok, metrics, opt.model_name);
   const AddResult added = engine.add(prompt.ids, r.params, [gen](const RequestUpdate& u) { gen->on_update(u); });
   switch (added.status) {
@@ -184,6 +194,43 @@ void Server::Impl::generate(std::string_view body_text, httplib::Response& res, 
       [gen](bool) {
         if (!gen->done()) gen->client_gone();
       });
+}
+
+std::shared_ptr<const grammar::CompiledGrammar> Server::Impl::output_grammar(const GenerationRequest& r,
+                                                                            const BuiltPrompt& prompt) {
+  using grammar::GrammarSpec;
+  using grammar::ToolGrammarSpec;
+  std::optional<GrammarSpec> spec = r.grammar;
+  std::string param = r.grammar_param;
+  const bool tools = r.chat && !r.tools.is_null() && r.tool_choice != ToolChoice::None && opt.tool_format;
+  // A forced call is constrained whatever else was asked; with "auto", calls are constrained
+  // once opened unless response_format constrains the whole answer.
+  if (tools && (r.tool_choice != ToolChoice::Auto || !spec)) {
+    GrammarSpec t;
+    t.kind = GrammarSpec::Kind::ToolCalls;
+    t.tools.format = *opt.tool_format == ToolCallFormat::Hermes ? ToolGrammarSpec::Format::Hermes : ToolGrammarSpec::Format::Qwen3Xml;
+    t.tools.mode = r.tool_choice == ToolChoice::Required ? ToolGrammarSpec::Mode::Required
+                   : r.tool_choice == ToolChoice::Named  ? ToolGrammarSpec::Mode::Named
+                                                         : ToolGrammarSpec::Mode::Auto;
+    t.tools.name = r.tool_name;
+    t.tools.tools = r.tools;
+    spec = std::move(t);
+    param = "tools";
+  }
+  if (!spec) return nullptr;
+  // The grammar begins after the reasoning (a forced call's prompt already closed it).
+  if (r.chat && opt.parse_reasoning && prompt.tool_prefill.empty())
+    spec->reasoning = prompt.starts_in_reasoning ? GrammarSpec::Reasoning::Open : GrammarSpec::Reasoning::Optional;
+  try {
+    return grammars.get(*spec);
+  } catch (const grammar::SchemaError& e) {
+    std::string message = e.what();
+    if (param == "response_format")
+      message = "Invalid schema for response_format '" + r.schema_name + "': " + message;
+    throw ApiError(400, "invalid_request_error", message, param == "tools" && !e.path.empty() ? e.path : param);
+  } catch (const Error& e) {
+    throw ApiError(400, "invalid_request_error", "'" + param + "': " + e.what(), param);
+  }
 }
 
 void Server::Impl::tokenize(std::string_view body_text, httplib::Response& res) {

@@ -79,6 +79,90 @@ class Fields {
 
 constexpr int64_t kMaxTokensLimit = int64_t{1} << 40;
 
+// A schema given as an object, or as JSON text (vLLM accepts both for guided_json).
+std::string schema_text(const ojson& v, const std::string& param) {
+  if (v.is_object() || v.is_boolean()) return v.dump();
+  if (v.is_string()) {
+    try {
+      const ojson parsed = parse_json_body(v.get<std::string>());
+      if (parsed.is_object() || parsed.is_boolean()) return parsed.dump();
+    } catch (const ApiError&) {
+    }
+  }
+  invalid_param(param, "must be a JSON Schema (an object, or its JSON text)");
+}
+
+std::vector<std::string> choice_list(const ojson& v, const std::string& param) {
+  if (!v.is_array() || v.empty()) invalid_param(param, "must be a non-empty array of strings");
+  std::vector<std::string> out;
+  for (const auto& c : v) {
+    if (!c.is_string()) invalid_param(param, "must be an array of strings, found ", type_name(c));
+    out.push_back(c.get<std::string>());
+  }
+  return out;
+}
+
+// response_format (OpenAI), structured_outputs and guided_* (vLLM), grammar and json_schema
+// (llama.cpp): at most one of them. Strict JSON Schemas refuse keywords that cannot be
+// enforced; the others enforce what they can.
+void parse_structured_output(const ojson& body, GenerationRequest& r) {
+  using Kind = grammar::GrammarSpec::Kind;
+  Fields f(body, "");
+  auto set = [&](const std::string& param, Kind kind, std::string text, bool strict) {
+    if (r.grammar) invalid_param(param, "cannot be combined with '", r.grammar_param, "' (one output constraint per request)");
+    grammar::GrammarSpec spec;
+    spec.kind = kind;
+    spec.text = std::move(text);
+    spec.json.strict = strict;
+    r.grammar = std::move(spec);
+    r.grammar_param = param;
+  };
+  if (const ojson* rf = f.get("response_format")) {
+    if (!rf->is_object()) invalid_param("response_format", "must be an object, got ", type_name(*rf));
+    Fields rff(*rf, "response_format.");
+    const std::string type = rff.string("type", "");
+    if (type == "json_object") {
+      set("response_format", Kind::JsonObject, "", false);
+    } else if (type == "json_schema") {
+      const ojson* js = rff.get("json_schema");
+      if (js == nullptr || !js->is_object()) invalid_param("response_format.json_schema", "must be an object with a schema");
+      Fields jf(*js, "response_format.json_schema.");
+      const std::string name = jf.string("name", "");
+      const ojson* schema = jf.get("schema");
+      if (schema == nullptr) invalid_param("response_format.json_schema.schema", "is required");
+      set("response_format", Kind::JsonSchema, schema_text(*schema, "response_format.json_schema.schema"), jf.boolean("strict", false));
+      r.schema_name = name;
+    } else if (type != "text") {
+      invalid_param("response_format.type", "must be 'text', 'json_object' or 'json_schema'; got '", type, "'");
+    }
+  }
+  if (const ojson* so = f.get("structured_outputs")) {
+    if (!so->is_object()) invalid_param("structured_outputs", "must be an object, got ", type_name(*so));
+    Fields sf(*so, "structured_outputs.");
+    if (const ojson* v = sf.get("json")) set("structured_outputs", Kind::JsonSchema, schema_text(*v, "structured_outputs.json"), false);
+    if (sf.get("regex") != nullptr) set("structured_outputs", Kind::Regex, sf.string("regex", ""), false);
+    if (const ojson* v = sf.get("choice")) {
+      set("structured_outputs", Kind::Choice, "", false);
+      r.grammar->choices = choice_list(*v, "structured_outputs.choice");
+    }
+    if (sf.get("grammar") != nullptr) set("structured_outputs", Kind::Gbnf, sf.string("grammar", ""), false);
+    if (sf.boolean("json_object", false)) set("structured_outputs", Kind::JsonObject, "", false);
+    for (const char* unsupported : {"structural_tag"})
+      if (sf.get(unsupported) != nullptr) invalid_param(std::string("structured_outputs.") + unsupported, "is not supported");
+  }
+  if (const ojson* v = f.get("guided_json")) set("guided_json", Kind::JsonSchema, schema_text(*v, "guided_json"), false);
+  if (f.get("guided_regex") != nullptr) set("guided_regex", Kind::Regex, f.string("guided_regex", ""), false);
+  if (const ojson* v = f.get("guided_choice")) {
+    set("guided_choice", Kind::Choice, "", false);
+    r.grammar->choices = choice_list(*v, "guided_choice");
+  }
+  if (f.get("guided_grammar") != nullptr) set("guided_grammar", Kind::Gbnf, f.string("guided_grammar", ""), false);
+  if (f.get("grammar") != nullptr) set("grammar", Kind::Gbnf, f.string("grammar", ""), false);
+  if (const ojson* v = f.get("json_schema")) set("json_schema", Kind::JsonSchema, schema_text(*v, "json_schema"), false);
+  if (f.get("guided_whitespace_pattern") != nullptr)
+    invalid_param("guided_whitespace_pattern", "is not supported (JSON output uses the layout of json.dumps)");
+}
+
 // Parameters shared by both endpoints.
 void parse_common(const ojson& body, GenerationRequest& r) {
   if (!body.is_object()) throw ApiError(400, "invalid_request_error", "the request body must be a JSON object");
@@ -144,10 +228,7 @@ void parse_common(const ojson& body, GenerationRequest& r) {
     for (const auto& s2 : r.stop)
       if (s2.empty()) invalid_param("stop", "must not contain an empty string");
   }
-  if (const ojson* rf = f.get("response_format")) {
-    if (!rf->is_object() || Fields(*rf, "response_format.").string("type", "text") != "text")
-      invalid_param("response_format", "only {\"type\": \"text\"} is supported");
-  }
+  parse_structured_output(body, r);
 }
 
 // Message content as the chat template expects it: a string (text parts joined).

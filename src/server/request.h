@@ -3,6 +3,7 @@
 // No HTTP here: the input is the body text.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "grammar/compile.h"
 
 namespace zen::server {
 
@@ -25,6 +27,11 @@ struct GenerationRequest {
   RequestParams params;        // sampling, top_logprobs; max_tokens only when given
   bool max_tokens_given = false;
   std::vector<std::string> stop;
+  // Constrained output asked by response_format, structured_outputs, guided_* (vLLM) or
+  // grammar / json_schema (llama.cpp); compiled by the server (tool-call grammars too).
+  std::optional<grammar::GrammarSpec> grammar;
+  std::string grammar_param;  // the field that asked for it, named in errors
+  std::string schema_name;    // response_format.json_schema.name
   // chat
   ojson messages = ojson::array();    // normalized for the chat template
   ojson tools;                        // null or a non-empty array

@@ -1,0 +1,149 @@
+// zen grammar: compile a grammar against a tokenizer's vocabulary, time it, and check texts
+// token by token the way constrained decoding walks them (tests and benchmarks use it).
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "grammar/compile.h"
+#include "tokenizer/tokenizer.h"
+
+namespace zen::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read ", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+grammar::GrammarSpec spec_from_flags(const Flags& f) {
+  grammar::GrammarSpec spec;
+  int given = 0;
+  if (f.has("json-schema")) {
+    spec.kind = grammar::GrammarSpec::Kind::JsonSchema;
+    spec.text = read_file(f.str("json-schema"));
+    ++given;
+  }
+  if (f.has("regex")) {
+    spec.kind = grammar::GrammarSpec::Kind::Regex;
+    spec.text = f.str("regex");
+    ++given;
+  }
+  if (f.has("gbnf")) {
+    spec.kind = grammar::GrammarSpec::Kind::Gbnf;
+    spec.text = read_file(f.str("gbnf"));
+    ++given;
+  }
+  if (f.flag("json")) {
+    spec.kind = grammar::GrammarSpec::Kind::JsonObject;
+    ++given;
+  }
+  if (given != 1) fail("give exactly one of --json-schema FILE, --regex R, --gbnf FILE, --json");
+  spec.json.strict = !f.flag("no-strict");
+  spec.json.any_whitespace = f.flag("any-whitespace");
+  return spec;
+}
+
+struct CheckResult {
+  bool accepted = true;
+  size_t bad_token = 0, bad_byte = 0;
+};
+
+// Walks the text's tokens through a matcher, timing each mask (including the last one,
+// where only a stop token may follow).
+CheckResult check_text(const std::shared_ptr<const grammar::CompiledGrammar>& cg, const Tokenizer& tok,
+                       const std::string& text, std::vector<double>& mask_us) {
+  grammar::Matcher m(cg);
+  const std::vector<int32_t> ids = tok.encode(text, /*parse_special=*/false, /*add_bos=*/false);
+  std::vector<uint64_t> mask(static_cast<size_t>(cg->vocab().size() + 63) / 64);
+  size_t byte = 0;
+  for (size_t i = 0; i <= ids.size(); ++i) {
+    const auto t0 = Clock::now();
+    m.fill_mask(mask);
+    mask_us.push_back(ms_since(t0) * 1000.0);
+    if (i == ids.size()) break;
+    const int32_t id = ids[i];
+    const bool allowed = (mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
+    if (!allowed || !m.advance(id)) {
+      const std::string prefix = text.substr(0, byte) + tok.token_bytes(id);
+      return {false, i, std::min(grammar::viable_prefix(cg->grammar(), prefix), prefix.size())};
+    }
+    byte += tok.token_bytes(id).size();
+  }
+  if (!m.accepting()) return {false, ids.size(), text.size()};
+  return {};
+}
+
+}  // namespace
+
+int grammar_command(int argc, char** argv) {
+  Flags f("grammar", {{"tokenizer", FlagKind::String, "tokenizer.json, a model folder, or a .gguf (default: the default model)", {}},
+                      {"json-schema", FlagKind::String, "a JSON Schema file", {}},
+                      {"regex", FlagKind::String, "a regular expression the whole output matches", {}},
+                      {"gbnf", FlagKind::String, "a llama.cpp GBNF grammar file (root rule: root)", {}},
+                      {"json", FlagKind::Bool, "any JSON object (response_format json_object)", {}},
+                      {"no-strict", FlagKind::Bool, "ignore JSON Schema keywords that cannot be enforced", {}},
+                      {"any-whitespace", FlagKind::Bool, "allow JSON whitespace between tokens", {}},
+                      {"precompute", FlagKind::Bool, "classify every state's tokens at compile time", {}},
+                      {"check", FlagKind::Bool, "walk the files given after the flags token by token", {}},
+                      kHelpFlag});
+  f.parse(argc, argv, 2);
+  if (wants_help(f)) return 0;
+  if (!f.positional().empty() && !f.flag("check")) fail("text files are only read with --check");
+  auto tok = Tokenizer::load(resolve_model_path(f.str("tokenizer")));
+  auto vocab = grammar::Vocabulary::from_tokenizer(*tok);
+  const grammar::GrammarSpec spec = spec_from_flags(f);
+
+  const auto t0 = Clock::now();
+  std::shared_ptr<const grammar::CompiledGrammar> cg;
+  try {
+    cg = std::make_shared<grammar::CompiledGrammar>(grammar::build_grammar(spec), vocab);
+    if (f.flag("precompute")) cg->precompute();
+  } catch (const grammar::SchemaError& e) {
+    std::printf("compile failed: %s%s%s%s\n", e.what(), e.keyword.empty() ? "" : " (keyword ", e.keyword.c_str(),
+                e.keyword.empty() ? "" : ")");
+    return 2;
+  } catch (const Error& e) {
+    std::printf("compile failed: %s\n", e.what());
+    return 2;
+  }
+  std::printf("compile: %.2f ms (%d states)\n", ms_since(t0), cg->grammar().num_states());
+  if (!f.flag("check")) return 0;
+
+  std::vector<double> mask_us;
+  bool all = true;
+  for (const std::string& path : f.positional()) {
+    const CheckResult r = check_text(cg, *tok, read_file(path), mask_us);
+    all = all && r.accepted;
+    if (r.accepted) {
+      std::printf("%s: accepted\n", path.c_str());
+    } else {
+      std::printf("%s: rejected at token %zu (byte %zu)\n", path.c_str(), r.bad_token, r.bad_byte);
+    }
+  }
+  if (!mask_us.empty()) {
+    std::vector<double> s = mask_us;
+    std::sort(s.begin(), s.end());
+    double sum = 0;
+    for (double v : s) sum += v;
+    auto pct = [&](double p) { return s[std::min(s.size() - 1, static_cast<size_t>(p * static_cast<double>(s.size())))]; };
+    std::printf("masks: %zu, avg %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us\n", s.size(),
+                sum / static_cast<double>(s.size()), pct(0.5), pct(0.99), s.back());
+  }
+  return all ? 0 : 1;
+}
+
+}  // namespace zen::cli
