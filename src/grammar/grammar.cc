@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <span>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -322,29 +323,74 @@ struct Dfa {
   std::vector<State> states;  // 0 = start
 };
 
-std::vector<int32_t> eps_closure(const Nfa& nfa, std::vector<int32_t> set) {
-  std::vector<char> seen(nfa.nodes.size(), 0);
-  for (int32_t s : set) seen[static_cast<size_t>(s)] = 1;
-  for (size_t i = 0; i < set.size(); ++i)
-    for (int32_t t : nfa.nodes[static_cast<size_t>(set[i])].eps)
-      if (!seen[static_cast<size_t>(t)]) {
-        seen[static_cast<size_t>(t)] = 1;
-        set.push_back(t);
+// seen: scratch of nfa.nodes.size() stamps, so a closure costs its own size, not the NFA's.
+std::vector<int32_t> eps_closure(const Nfa& nfa, std::vector<int32_t> set, std::vector<uint32_t>& seen, uint32_t& stamp) {
+  if (++stamp == 0) {
+    std::fill(seen.begin(), seen.end(), 0);
+    stamp = 1;
+  }
+  std::vector<int32_t> out;
+  for (int32_t s : set)
+    if (seen[static_cast<size_t>(s)] != stamp) {
+      seen[static_cast<size_t>(s)] = stamp;
+      out.push_back(s);
+    }
+  for (size_t i = 0; i < out.size(); ++i)
+    for (int32_t t : nfa.nodes[static_cast<size_t>(out[i])].eps)
+      if (seen[static_cast<size_t>(t)] != stamp) {
+        seen[static_cast<size_t>(t)] = stamp;
+        out.push_back(t);
       }
-  std::sort(set.begin(), set.end());
-  return set;
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void check_deadline(const GrammarLimits& limits) {
   if (std::chrono::steady_clock::now() > limits.deadline) fail("grammar too complex: compiling it took past the time bound");
 }
 
+// Byte classes of a set of byte sets: bytes none of them tells apart. Returns each class's
+// members; cls[b] is byte b's class.
+template <typename Sets>
+std::vector<ByteSet> byte_classes(const Sets& each_set, std::array<int32_t, 256>& cls) {
+  cls.fill(0);
+  int32_t n = 1;
+  std::set<std::array<uint64_t, 4>> seen;
+  each_set([&](const ByteSet& bs) {
+    if (!seen.insert(bs.bits).second) return;
+    std::map<std::pair<int32_t, bool>, int32_t> split;
+    for (int c = 0; c < 256; ++c) {
+      auto [it, fresh] = split.emplace(std::make_pair(cls[static_cast<size_t>(c)], bs.has(static_cast<uint8_t>(c))),
+                                       static_cast<int32_t>(split.size()));
+      cls[static_cast<size_t>(c)] = it->second;
+    }
+    n = static_cast<int32_t>(split.size());
+  });
+  std::vector<ByteSet> members(static_cast<size_t>(n));
+  for (int c = 0; c < 256; ++c) members[static_cast<size_t>(cls[static_cast<size_t>(c)])].add(static_cast<uint8_t>(c));
+  return members;
+}
+
 Dfa determinize(const Nfa& nfa, int32_t start, int32_t end, int64_t& budget, const GrammarLimits& limits) {
   Dfa dfa;
+  // Work per byte class, not per byte: a string's classes are a dozen.
+  std::array<int32_t, 256> cls;
+  const std::vector<ByteSet> members = byte_classes(
+      [&](auto&& f) {
+        for (const auto& node : nfa.nodes)
+          for (const auto& [bs, to] : node.bytes) f(bs);
+      },
+      cls);
+  std::vector<uint8_t> rep(members.size());
+  for (size_t k = 0; k < members.size(); ++k)
+    for (int c = 255; c >= 0; --c)
+      if (members[k].has(static_cast<uint8_t>(c))) rep[k] = static_cast<uint8_t>(c);
   std::map<std::vector<int32_t>, int32_t> ids;
   std::vector<std::vector<int32_t>> sets;
+  std::vector<uint32_t> seen(nfa.nodes.size(), 0);
+  uint32_t stamp = 0;
   auto intern = [&](std::vector<int32_t> set) {
-    set = eps_closure(nfa, std::move(set));
+    set = eps_closure(nfa, std::move(set), seen, stamp);
     auto [it, fresh] = ids.emplace(set, static_cast<int32_t>(sets.size()));
     if (fresh) {
       if (--budget < 0) fail("grammar too large: more than the automaton state limit");
@@ -358,23 +404,23 @@ Dfa determinize(const Nfa& nfa, int32_t start, int32_t end, int64_t& budget, con
   for (size_t i = 0; i < sets.size(); ++i) {
     const std::vector<int32_t> set = sets[i];
     bool accepting = false;
-    std::array<std::vector<int32_t>, 256> by_byte;
+    std::vector<std::vector<int32_t>> by_class(members.size());
     std::map<int32_t, std::vector<int32_t>> by_rule;
     for (int32_t s : set) {
       if (s == end) accepting = true;
       const auto& n = nfa.nodes[static_cast<size_t>(s)];
       for (const auto& [bs, to] : n.bytes)
-        for (int c = 0; c < 256; ++c)
-          if (bs.has(static_cast<uint8_t>(c))) by_byte[static_cast<size_t>(c)].push_back(to);
+        for (size_t k = 0; k < members.size(); ++k)
+          if (bs.has(rep[k])) by_class[k].push_back(to);
       for (const auto& [rule, to] : n.calls) by_rule[rule].push_back(to);
     }
     std::map<std::vector<int32_t>, ByteSet> targets;  // same target set -> one edge
-    for (int c = 0; c < 256; ++c) {
-      auto& t = by_byte[static_cast<size_t>(c)];
+    for (size_t k = 0; k < members.size(); ++k) {
+      auto& t = by_class[k];
       if (t.empty()) continue;
       std::sort(t.begin(), t.end());
       t.erase(std::unique(t.begin(), t.end()), t.end());
-      targets[t].add(static_cast<uint8_t>(c));
+      targets[t] = targets[t] | members[k];
     }
     std::vector<std::pair<ByteSet, int32_t>> bytes;
     for (auto& [t, bs] : targets) bytes.push_back({bs, intern(t)});
@@ -388,63 +434,164 @@ Dfa determinize(const Nfa& nfa, int32_t start, int32_t end, int64_t& budget, con
   return dfa;
 }
 
-// Merges equivalent states (Moore's partition refinement over bytes and calls). Subset
-// construction leaves e.g. one "inside the string" state per kind of character just read;
-// merged, a string has one content state, whose token classes are computed once.
+// Merges equivalent states: Hopcroft's partition refinement over byte classes and calls.
+// Subset construction leaves e.g. one "inside the string" state per kind of character just
+// read; merged, a string has one content state, whose token classes are computed once.
 Dfa minimize(const Dfa& dfa, const GrammarLimits& limits) {
-  const size_t n = dfa.states.size();
-  std::vector<int32_t> block(n);
-  for (size_t s = 0; s < n; ++s) block[s] = dfa.states[s].accepting ? 1 : 0;
-  size_t blocks = 0;
-  for (int round = 0;; ++round) {
-    if ((round & 15) == 15) check_deadline(limits);
-    // A state's signature: its block, and per target block the bytes leading there, calls.
-    std::map<std::string, int32_t> ids;
-    std::vector<int32_t> next(n);
-    for (size_t s = 0; s < n; ++s) {
-      const Dfa::State& st = dfa.states[s];
-      std::map<int32_t, ByteSet> by_block;
-      for (const auto& [bs, to] : st.bytes) by_block[block[static_cast<size_t>(to)]] = by_block[block[static_cast<size_t>(to)]] | bs;
-      std::string sig(reinterpret_cast<const char*>(&block[s]), sizeof(int32_t));
-      for (const auto& [b, bs] : by_block) {
-        sig.append(reinterpret_cast<const char*>(&b), sizeof(b));
-        sig.append(reinterpret_cast<const char*>(bs.bits.data()), sizeof(bs.bits));
-      }
-      sig += '|';
-      for (const auto& [rule, to] : st.calls) {
-        sig.append(reinterpret_cast<const char*>(&rule), sizeof(rule));
-        sig.append(reinterpret_cast<const char*>(&block[static_cast<size_t>(to)]), sizeof(int32_t));
-      }
-      next[s] = ids.emplace(std::move(sig), static_cast<int32_t>(ids.size())).first->second;
-    }
-    const bool stable = ids.size() == blocks;
-    blocks = ids.size();
-    block = std::move(next);
-    if (stable) break;
+  const auto n = static_cast<int32_t>(dfa.states.size());
+  // Byte classes: bytes no edge set tells apart.
+  std::array<int32_t, 256> cls;
+  const auto n_cls = static_cast<int32_t>(byte_classes(
+                                              [&](auto&& f) {
+                                                for (const auto& st : dfa.states)
+                                                  for (const auto& [bs, to] : st.bytes) f(bs);
+                                              },
+                                              cls)
+                                              .size());
+  std::map<int32_t, int32_t> call_sym;  // callee rule -> symbol
+  for (const auto& st : dfa.states)
+    for (const auto& [rule, to] : st.calls) call_sym.emplace(rule, n_cls + static_cast<int32_t>(call_sym.size()));
+  const int32_t n_sym = n_cls + static_cast<int32_t>(call_sym.size());
+  if (static_cast<int64_t>(n + 1) * n_sym > 50'000'000) return dfa;  // too big to table: keep as is
+  // Total transition function with a sink (state n) for missing edges.
+  const int32_t sink = n;
+  std::vector<int32_t> delta(static_cast<size_t>(n + 1) * static_cast<size_t>(n_sym), sink);
+  auto at = [&](int32_t s, int32_t a) -> int32_t& { return delta[static_cast<size_t>(s) * static_cast<size_t>(n_sym) + static_cast<size_t>(a)]; };
+  for (int32_t s = 0; s < n; ++s) {
+    const auto& st = dfa.states[static_cast<size_t>(s)];
+    for (const auto& [bs, to] : st.bytes)
+      for (int c = 0; c < 256; ++c)
+        if (bs.has(static_cast<uint8_t>(c))) at(s, cls[static_cast<size_t>(c)]) = to;
+    for (const auto& [rule, to] : st.calls) at(s, call_sym[rule]) = to;
   }
-  // Renumber so the start's block is 0.
-  std::vector<int32_t> id(blocks, -1);
+  // Predecessors per symbol (CSR): pred[a] over targets.
+  std::vector<int32_t> pstart(static_cast<size_t>(n_sym) * static_cast<size_t>(n + 2), 0), plist(delta.size());
+  auto pidx = [&](int32_t a, int32_t t) { return static_cast<size_t>(a) * static_cast<size_t>(n + 2) + static_cast<size_t>(t); };
+  for (int32_t s = 0; s <= n; ++s)
+    for (int32_t a = 0; a < n_sym; ++a) ++pstart[pidx(a, at(s, a) + 1)];
+  for (int32_t a = 0; a < n_sym; ++a)
+    for (int32_t t = 0; t <= n; ++t) pstart[pidx(a, t + 1)] += pstart[pidx(a, t)];
+  {
+    std::vector<int32_t> fill(pstart);
+    size_t base = 0;
+    for (int32_t a = 0; a < n_sym; ++a) {
+      for (int32_t s = 0; s <= n; ++s) plist[base + static_cast<size_t>(fill[pidx(a, at(s, a))]++)] = s;
+      base += static_cast<size_t>(n + 1);
+    }
+  }
+  auto preds = [&](int32_t a, int32_t t) {
+    const size_t base = static_cast<size_t>(a) * static_cast<size_t>(n + 1);
+    return std::span<const int32_t>(plist.data() + base + pstart[pidx(a, t)], plist.data() + base + pstart[pidx(a, t + 1)]);
+  };
+  // Blocks: contiguous ranges of elems; marked states move to the front of their block.
+  std::vector<int32_t> elems(static_cast<size_t>(n + 1)), loc(static_cast<size_t>(n + 1)), block_of(static_cast<size_t>(n + 1));
+  std::vector<int32_t> first, end, marked;
+  {
+    int32_t k = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      const int32_t start = k;
+      for (int32_t s = 0; s <= n; ++s) {
+        const bool acc = s < n && dfa.states[static_cast<size_t>(s)].accepting;
+        if (acc == (pass == 0)) {
+          elems[static_cast<size_t>(k)] = s;
+          loc[static_cast<size_t>(s)] = k++;
+          block_of[static_cast<size_t>(s)] = static_cast<int32_t>(first.size());
+        }
+      }
+      if (k > start) {
+        first.push_back(start);
+        end.push_back(k);
+        marked.push_back(0);
+      } else {
+        // no state of this kind: nothing to add
+      }
+    }
+  }
+  std::vector<std::vector<char>> in_work;  // [block][symbol]
+  std::vector<std::pair<int32_t, int32_t>> work;
+  auto add_work = [&](int32_t b, int32_t a) {
+    if (in_work.size() <= static_cast<size_t>(b)) in_work.resize(static_cast<size_t>(b) + 1, std::vector<char>(static_cast<size_t>(n_sym), 0));
+    if (!in_work[static_cast<size_t>(b)][static_cast<size_t>(a)]) {
+      in_work[static_cast<size_t>(b)][static_cast<size_t>(a)] = 1;
+      work.emplace_back(b, a);
+    }
+  };
+  {
+    int32_t smaller = 0;
+    if (first.size() == 2 && end[1] - first[1] < end[0] - first[0]) smaller = 1;
+    for (int32_t a = 0; a < n_sym; ++a) add_work(smaller, a);
+  }
+  std::vector<int32_t> touched, splitter;
+  int64_t iterations = 0;
+  while (!work.empty()) {
+    if ((++iterations & 1023) == 0) check_deadline(limits);
+    const auto [b, a] = work.back();
+    work.pop_back();
+    in_work[static_cast<size_t>(b)][static_cast<size_t>(a)] = 0;
+    splitter.assign(elems.begin() + first[static_cast<size_t>(b)], elems.begin() + end[static_cast<size_t>(b)]);
+    touched.clear();
+    for (int32_t t : splitter)
+      for (int32_t s : preds(a, t)) {
+        const int32_t y = block_of[static_cast<size_t>(s)];
+        const int32_t pos = loc[static_cast<size_t>(s)];
+        const int32_t front = first[static_cast<size_t>(y)] + marked[static_cast<size_t>(y)];
+        if (pos < front) continue;  // already marked
+        const int32_t other = elems[static_cast<size_t>(front)];
+        std::swap(elems[static_cast<size_t>(pos)], elems[static_cast<size_t>(front)]);
+        loc[static_cast<size_t>(other)] = pos;
+        loc[static_cast<size_t>(s)] = front;
+        if (marked[static_cast<size_t>(y)]++ == 0) touched.push_back(y);
+      }
+    for (int32_t y : touched) {
+      const auto yi = static_cast<size_t>(y);
+      const int32_t m = marked[yi];
+      marked[yi] = 0;
+      if (m == end[yi] - first[yi]) continue;  // the whole block: no split
+      const auto nb = static_cast<int32_t>(first.size());
+      first.push_back(first[yi]);
+      end.push_back(first[yi] + m);
+      marked.push_back(0);
+      first[yi] += m;
+      for (int32_t i = first[static_cast<size_t>(nb)]; i < end[static_cast<size_t>(nb)]; ++i)
+        block_of[static_cast<size_t>(elems[static_cast<size_t>(i)])] = nb;
+      const bool new_smaller = end[static_cast<size_t>(nb)] - first[static_cast<size_t>(nb)] <= end[yi] - first[yi];
+      for (int32_t c = 0; c < n_sym; ++c) {
+        const bool y_in = in_work.size() > yi && in_work[yi][static_cast<size_t>(c)];
+        if (y_in) add_work(nb, c);
+        else add_work(new_smaller ? nb : y, c);
+      }
+    }
+  }
+  // Rebuild: one state per block, the start's block first; the sink's block is dropped.
+  const int32_t sink_block = block_of[static_cast<size_t>(sink)];
+  std::vector<int32_t> id(first.size(), -1);
   int32_t count = 0;
-  id[static_cast<size_t>(block[0])] = count++;
-  for (size_t s = 0; s < n; ++s)
-    if (id[static_cast<size_t>(block[s])] < 0) id[static_cast<size_t>(block[s])] = count++;
+  id[static_cast<size_t>(block_of[0])] = count++;
+  for (int32_t s = 0; s < n; ++s) {
+    const int32_t blk = block_of[static_cast<size_t>(s)];
+    if (blk != sink_block && id[static_cast<size_t>(blk)] < 0) id[static_cast<size_t>(blk)] = count++;
+  }
   Dfa out;
-  out.states.resize(blocks);
-  std::vector<char> done(blocks, 0);
-  for (size_t s = 0; s < n; ++s) {
-    const auto b = static_cast<size_t>(id[static_cast<size_t>(block[s])]);
-    if (done[b]) continue;
-    done[b] = 1;
-    const Dfa::State& st = dfa.states[s];
-    Dfa::State& o = out.states[b];
+  out.states.resize(static_cast<size_t>(count));
+  std::vector<char> done(static_cast<size_t>(count), 0);
+  for (int32_t s = 0; s < n; ++s) {
+    const int32_t blk = block_of[static_cast<size_t>(s)];
+    const int32_t b = id[static_cast<size_t>(blk)];
+    if (b < 0 || done[static_cast<size_t>(b)]) continue;
+    done[static_cast<size_t>(b)] = 1;
+    const Dfa::State& st = dfa.states[static_cast<size_t>(s)];
+    Dfa::State& o = out.states[static_cast<size_t>(b)];
     o.accepting = st.accepting;
     std::map<int32_t, ByteSet> by_target;
     for (const auto& [bs, to] : st.bytes) {
-      const int32_t t = id[static_cast<size_t>(block[static_cast<size_t>(to)])];
-      by_target[t] = by_target[t] | bs;
+      const int32_t t = id[static_cast<size_t>(block_of[static_cast<size_t>(to)])];
+      if (t >= 0) by_target[t] = by_target[t] | bs;
     }
     for (const auto& [t, bs] : by_target) o.bytes.push_back({bs, t});
-    for (const auto& [rule, to] : st.calls) o.calls.push_back({rule, id[static_cast<size_t>(block[static_cast<size_t>(to)])]});
+    for (const auto& [rule, to] : st.calls) {
+      const int32_t t = id[static_cast<size_t>(block_of[static_cast<size_t>(to)])];
+      if (t >= 0) o.calls.push_back({rule, t});
+    }
   }
   return out;
 }
@@ -480,27 +627,46 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int32_t root) const {
   }
 
   // Productive rules (their language is not empty) and, per rule, the states that can reach
-  // the end through bytes and productive calls: a fixpoint.
+  // the end through bytes and productive calls: a backward search from the accepting states;
+  // a call edge counts once its callee turns productive (linear, not a fixpoint sweep: a
+  // repeat of 10^5 is a chain of 10^5 states).
   std::vector<char> productive(n_rules, 0);
   std::vector<std::vector<char>> live(n_rules);
-  for (size_t r = 0; r < n_rules; ++r) live[r].assign(dfas[r].states.size(), 0);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n_rules; ++r) {
-      if (!reached[r]) continue;
-      auto& states = dfas[r].states;
-      for (size_t s = 0; s < states.size(); ++s) {
-        if (live[r][s]) continue;
-        bool ok = states[s].accepting;
-        for (const auto& [bs, to] : states[s].bytes) ok = ok || live[r][static_cast<size_t>(to)];
-        for (const auto& [callee, to] : states[s].calls)
-          ok = ok || (productive[static_cast<size_t>(callee)] && live[r][static_cast<size_t>(to)]);
-        if (ok) {
-          live[r][s] = 1;
-          changed = true;
-          if (s == 0) productive[r] = 1;
-        }
-      }
+  std::vector<std::vector<std::vector<int32_t>>> byte_preds(n_rules);  // [rule][state] -> states
+  std::vector<std::vector<std::vector<std::pair<int32_t, int32_t>>>> call_preds(n_rules);  // -> (callee, state)
+  std::vector<std::vector<std::pair<size_t, int32_t>>> waiting(n_rules);  // callee -> (rule, state)
+  std::vector<std::pair<size_t, int32_t>> todo_live;
+  for (size_t r = 0; r < n_rules; ++r) {
+    if (!reached[r]) continue;
+    const auto& states = dfas[r].states;
+    live[r].assign(states.size(), 0);
+    byte_preds[r].resize(states.size());
+    call_preds[r].resize(states.size());
+    for (size_t st = 0; st < states.size(); ++st) {
+      for (const auto& [bs, to] : states[st].bytes) byte_preds[r][static_cast<size_t>(to)].push_back(static_cast<int32_t>(st));
+      for (const auto& [callee, to] : states[st].calls)
+        call_preds[r][static_cast<size_t>(to)].push_back({callee, static_cast<int32_t>(st)});
+      if (states[st].accepting) todo_live.push_back({r, static_cast<int32_t>(st)});
+    }
+  }
+  auto make_live = [&](size_t r, int32_t st) {
+    if (live[r][static_cast<size_t>(st)]) return;
+    live[r][static_cast<size_t>(st)] = 1;
+    todo_live.push_back({r, st});
+  };
+  for (auto& [r, st] : todo_live) live[r][static_cast<size_t>(st)] = 1;
+  while (!todo_live.empty()) {
+    const auto [r, st] = todo_live.back();
+    todo_live.pop_back();
+    if (st == 0 && !productive[r]) {
+      productive[r] = 1;
+      for (const auto& [wr, ws] : waiting[r]) make_live(wr, ws);
+      waiting[r].clear();
+    }
+    for (int32_t p : byte_preds[r][static_cast<size_t>(st)]) make_live(r, p);
+    for (const auto& [callee, p] : call_preds[r][static_cast<size_t>(st)]) {
+      if (productive[static_cast<size_t>(callee)]) make_live(r, p);
+      else waiting[static_cast<size_t>(callee)].push_back({r, p});
     }
   }
   if (!productive[static_cast<size_t>(root)]) fail("grammar matches nothing (rule '", rule_names_[static_cast<size_t>(root)], "')");

@@ -85,3 +85,29 @@ TEST(GrammarBuilder, EmptyLanguageIsRefused) {
 
 }  // namespace
 }  // namespace zen::grammar
+
+namespace zen::grammar {
+namespace {
+
+TEST(GrammarBuilder, UntilTerminatorAndAvoidingIt) {
+  GrammarBuilder b;
+  const int32_t root = b.add_rule("root");
+  b.set_body(root, b.seq({b.until("</think>"), b.literal("\n{}")}));
+  auto g = b.build(root);
+  EXPECT_TRUE(accepts(*g, "</think>\n{}"));
+  EXPECT_TRUE(accepts(*g, "hmm </thin </think </think>\n{}"));
+  EXPECT_FALSE(accepts(*g, "a </think> b </think>\n{}"));  // the first terminator ends the text
+  EXPECT_FALSE(accepts(*g, "no end\n{}"));
+  GrammarBuilder c;
+  const int32_t r2 = c.add_rule("root");
+  c.set_body(r2, c.alt({c.until("<tc>", true), c.seq({c.until("<tc>"), c.literal("X")})}));
+  auto g2 = c.build(r2);
+  EXPECT_TRUE(accepts(*g2, ""));
+  EXPECT_TRUE(accepts(*g2, "plain <t text <"));
+  EXPECT_TRUE(accepts(*g2, "a <<tc>X"));
+  EXPECT_FALSE(accepts(*g2, "a <tc>Y"));
+  EXPECT_FALSE(accepts(*g2, "a <tc>"));
+}
+
+}  // namespace
+}  // namespace zen::grammar

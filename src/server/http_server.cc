@@ -165,17 +165,26 @@ void Server::Impl::generate(std::string_view body_text, httplib::Response& res, 
   }
   r.params.grammar = output_grammar(r, prompt);
   auto gen = std::make_shared<Generation>(r, prompt, std::move(out), tok, metrics, opt.model_name);
-  const AddResult added = engine.add(prompt.ids, r.params, [gen](const RequestUpdate& u) { gen->on_update(u); });
-  switch (added.status) {
-    case AddStatus::Ok: break;
-    case AddStatus::Invalid: throw ApiError(400, "invalid_request_error", added.message);
-    case AddStatus::TooLong: throw ApiError(400, "invalid_request_error", added.message, chat ? "messages" : "prompt");
-    case AddStatus::QueueFull: throw ApiError(429, "rate_limit_error", added.message);
-    case AddStatus::Stopped: throw ApiError(503, "service_unavailable", added.message);
+  // n choices: independent samples (seed + i when seeded), each its own engine request.
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < gen->num_choices(); ++i) {
+    RequestParams params = r.params;
+    if (params.sampling.has_seed) params.sampling.seed += static_cast<uint64_t>(i);
+    const AddResult added = engine.add(prompt.ids, params, [gen, i](const RequestUpdate& u) { gen->on_update(u, i); });
+    if (added.status != AddStatus::Ok)
+      for (uint64_t id : ids) engine.abort(id);  // all choices or none
+    switch (added.status) {
+      case AddStatus::Ok: break;
+      case AddStatus::Invalid: throw ApiError(400, "invalid_request_error", added.message);
+      case AddStatus::TooLong: throw ApiError(400, "invalid_request_error", added.message, chat ? "messages" : "prompt");
+      case AddStatus::QueueFull: throw ApiError(429, "rate_limit_error", added.message);
+      case AddStatus::Stopped: throw ApiError(503, "service_unavailable", added.message);
+    }
+    ids.push_back(added.id);
+    Engine* engine_ptr = &engine;
+    const uint64_t id = added.id;
+    gen->set_abort([engine_ptr, id] { engine_ptr->abort(id); }, i);
   }
-  Engine* engine_ptr = &engine;
-  const uint64_t id = added.id;
-  gen->set_abort([engine_ptr, id] { engine_ptr->abort(id); });
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       r.stream ? "text/event-stream" : "application/json",

@@ -202,8 +202,7 @@ void parse_common(const ojson& body, GenerationRequest& r) {
       s.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(value.get<double>()));
     }
   }
-  const int64_t n = f.integer("n", 1, 1, 1 << 20);
-  if (n != 1) invalid_param("n", "must be 1 (one choice per request is supported), got ", n);
+  r.n = static_cast<int32_t>(f.integer("n", 1, 1, GenerationRequest::kMaxChoices));
   r.params.ignore_eos = f.boolean("ignore_eos", false);
 
   // max_completion_tokens (current OpenAI name) wins over the older max_tokens.

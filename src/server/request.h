@@ -26,6 +26,8 @@ struct GenerationRequest {
   bool include_usage = false;  // stream_options.include_usage
   RequestParams params;        // sampling, top_logprobs; max_tokens only when given
   bool max_tokens_given = false;
+  int32_t n = 1;               // choices: independent samples of the same prompt
+  static constexpr int32_t kMaxChoices = 16;
   std::vector<std::string> stop;
   // Constrained output asked by response_format, structured_outputs, guided_* (vLLM) or
   // grammar / json_schema (llama.cpp); compiled by the server (tool-call grammars too).

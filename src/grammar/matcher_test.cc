@@ -1,0 +1,108 @@
+#include "grammar/matcher.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+
+namespace zen::grammar {
+namespace {
+
+// A small JSON-like grammar: recursion, nullable calls (ws), loops, alternatives that share
+// prefixes, and a rule that ends inside tokens.
+std::shared_ptr<const Grammar> toy_json() {
+  GrammarBuilder b;
+  const int32_t value = b.add_rule("value"), ws = b.add_rule("ws"), str = b.add_rule("string"),
+                num = b.add_rule("number"), obj = b.add_rule("object"), arr = b.add_rule("array");
+  b.set_body(ws, b.repeat(b.bytes(ByteSet::of(' ')), 0, 2));
+  b.set_body(str, b.seq({b.literal("\""), b.star(b.alt({b.bytes(ByteSet::range('a', 'c')), b.literal("\\\"")})), b.literal("\"")}));
+  b.set_body(num, b.seq({b.opt(b.literal("-")), b.plus(b.bytes(ByteSet::range('0', '2')))}));
+  const ExprId member = b.seq({b.ref(str), b.ref(ws), b.literal(":"), b.ref(ws), b.ref(value)});
+  b.set_body(obj, b.seq({b.literal("{"), b.ref(ws), b.opt(b.seq({member, b.star(b.seq({b.literal(","), b.ref(ws), member}))})), b.literal("}")}));
+  b.set_body(arr, b.seq({b.literal("["), b.opt(b.seq({b.ref(value), b.star(b.seq({b.literal(","), b.ref(value)}))})), b.literal("]")}));
+  b.set_body(value, b.alt({b.ref(str), b.ref(num), b.ref(obj), b.ref(arr), b.literal("true"), b.literal("tru")}));
+  const int32_t root = b.add_rule("root");
+  b.set_body(root, b.seq({b.ref(ws), b.ref(value), b.ref(ws)}));
+  return b.build(root);
+}
+
+std::shared_ptr<const Vocabulary> random_vocab(std::mt19937& rng, int n) {
+  const std::string alphabet = " \"abc\\:,{}[]-012tru";
+  std::vector<std::string> toks;
+  for (char c : alphabet) toks.push_back(std::string(1, c));
+  std::uniform_int_distribution<int> len(2, 6), pick(0, static_cast<int>(alphabet.size()) - 1);
+  while (static_cast<int>(toks.size()) < n) {
+    std::string t;
+    for (int i = len(rng); i > 0; --i) t += alphabet[static_cast<size_t>(pick(rng))];
+    toks.push_back(t);
+  }
+  toks.push_back("");       // a special token: never allowed
+  toks.push_back("<eos>");  // the stop token (its bytes are ignored)
+  const auto eos = static_cast<int32_t>(toks.size() - 1);
+  return std::make_shared<Vocabulary>(std::move(toks), std::vector<int32_t>{eos});
+}
+
+bool bit(const std::vector<uint64_t>& w, int32_t t) { return (w[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1; }
+
+TEST(Matcher, MaskEqualsByteLevelReferenceOnRandomWalks) {
+  std::mt19937 rng(7);
+  auto g = toy_json();
+  for (int trial = 0; trial < 6; ++trial) {
+    auto vocab = random_vocab(rng, 400);
+    auto cg = std::make_shared<CompiledGrammar>(g, vocab);
+    Matcher m(cg);
+    std::string text;
+    std::vector<std::string> texts{text};
+    std::vector<uint64_t> mask(static_cast<size_t>(vocab->size() + 63) / 64);
+    for (int step = 0; step < 60; ++step) {
+      m.fill_mask(mask);
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < vocab->size(); ++t) {
+        bool expect;
+        if (t == vocab->stop_ids()[0]) {
+          expect = accepts(*g, text);
+        } else if (vocab->bytes(t).empty()) {
+          expect = false;
+        } else {
+          const std::string next = text + vocab->bytes(t);
+          expect = viable_prefix(*g, next) == next.size();
+        }
+        ASSERT_EQ(bit(mask, t), expect) << "trial " << trial << " text '" << text << "' token '" << vocab->bytes(t) << "'";
+        ASSERT_EQ(m.allows(t), expect);
+        if (expect) allowed.push_back(t);
+      }
+      EXPECT_EQ(m.accepting(), accepts(*g, text));
+      ASSERT_FALSE(allowed.empty()) << text;
+      const int32_t t = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+      if (t == vocab->stop_ids()[0]) break;
+      ASSERT_TRUE(m.advance(t));
+      text += vocab->bytes(t);
+      texts.push_back(text);
+      if (step % 7 == 6) {  // roll back two tokens now and then
+        m.rollback(2);
+        texts.resize(texts.size() - 2);
+        text = texts.back();
+      }
+    }
+  }
+}
+
+TEST(Matcher, ForbiddenTokensDoNotAdvance) {
+  auto g = toy_json();
+  auto vocab = std::make_shared<Vocabulary>(std::vector<std::string>{"{", "}", "x", "\"a\"", ":", "1", "<eos>"}, std::vector<int32_t>{6});
+  Matcher m(std::make_shared<CompiledGrammar>(g, vocab));
+  EXPECT_FALSE(m.advance(2));
+  EXPECT_FALSE(m.advance(6));
+  EXPECT_EQ(m.num_advanced(), 0);
+  for (int32_t t : {0, 3, 4, 5, 1}) ASSERT_TRUE(m.advance(t)) << t;
+  EXPECT_TRUE(m.accepting());
+  EXPECT_TRUE(m.advance(6));
+  EXPECT_TRUE(m.terminated());
+  m.rollback(2);
+  EXPECT_FALSE(m.accepting());
+  EXPECT_TRUE(m.allows(1));
+}
+
+}  // namespace
+}  // namespace zen::grammar
