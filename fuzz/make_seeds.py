@@ -18,6 +18,8 @@ Qwen tokenizers in ../shared/data/tokenizers; without them those seeds are skipp
   hf_config/       the fixture checkpoints' config.json files.
   attestation/     a manifest, an in-toto statement, a DSSE envelope and a model-signing bundle
                    (signatures fake).
+  grammar/         a selector byte (front end) then its text: JSON Schemas (strict and not),
+                   a regex, a GBNF grammar, a choice list, a tools array, free JSON.
 
 Files this script does not write (fuzzer findings kept as reproducers) are left alone.
 Usage: python3 fuzz/make_seeds.py
@@ -469,8 +471,24 @@ def attestation_seeds():
     write("attestation", "model_signing.sig", json.dumps(bundle, indent=1))
 
 
+def grammar_seeds():
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "minimum": -5, "maximum": 300},
+                                               "b": {"type": "array", "items": {"$ref": "#"}}}, "required": ["a"]}
+    pattern = {"type": "string", "pattern": "^[a-z]+(-[0-9]{2,4})?$", "maxLength": 12}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}}}]
+    write("grammar", "schema_recursive", b"\x00" + compact(schema).encode())
+    write("grammar", "schema_pattern", b"\x01" + compact(pattern).encode())
+    write("grammar", "regex", b"\x02" + rb"\d{3}-[A-Z]{2}(x|yz)*")
+    write("grammar", "gbnf", b"\x03" + b'root ::= "(" expr ")"\nexpr ::= [0-9]+ ("+" expr)?\n')
+    write("grammar", "choice", b"\x04red\ngreen\nblue")
+    write("grammar", "tools", b"\x05" + compact(tools).encode())
+    write("grammar", "json_object", b'\x06{"a": [1, true]}')
+
+
 def main():
     attestation_seeds()
+    grammar_seeds()
     safetensors_seeds()
     hf_config_seeds()
     gguf_seeds()

@@ -3,7 +3,8 @@
 #
 #   tools/fuzz.sh [TARGET|all] [SECONDS]
 #
-# TARGET: safetensors, gguf, tokenizer_json, chat_template, request, hf_config, attestation, or all
+# TARGET: safetensors, gguf, tokenizer_json, chat_template, request, hf_config, attestation, grammar,
+# or all
 # (default); fuzz/README.md says what each one parses.
 # Each target runs for SECONDS (default 30) on build-fuzz/corpus/<target>, a working copy of
 # its seeds in fuzz/corpus/<target> (inputs the fuzzer finds accumulate there, never in the
@@ -21,7 +22,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build-fuzz"
-ALL_TARGETS=(safetensors gguf tokenizer_json chat_template request hf_config attestation)
+ALL_TARGETS=(safetensors gguf tokenizer_json chat_template request hf_config attestation grammar)
 
 target="${1:-all}"
 seconds="${2:-30}"

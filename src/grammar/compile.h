@@ -46,6 +46,7 @@ class GrammarCache {
   // Throws what build_grammar throws; failures are not cached.
   std::shared_ptr<const CompiledGrammar> get(const GrammarSpec& spec);
   const Vocabulary& vocab() const { return *vocab_; }
+  const std::shared_ptr<const Vocabulary>& vocab_ptr() const { return vocab_; }
 
  private:
   std::shared_ptr<const Vocabulary> vocab_;

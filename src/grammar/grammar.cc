@@ -439,15 +439,17 @@ Dfa determinize(const Nfa& nfa, int32_t start, int32_t end, int64_t& budget, con
 // read; merged, a string has one content state, whose token classes are computed once.
 Dfa minimize(const Dfa& dfa, const GrammarLimits& limits) {
   const auto n = static_cast<int32_t>(dfa.states.size());
-  // Byte classes: bytes no edge set tells apart.
+  // Byte classes: bytes no edge set tells apart; one representative byte each.
   std::array<int32_t, 256> cls;
-  const auto n_cls = static_cast<int32_t>(byte_classes(
-                                              [&](auto&& f) {
-                                                for (const auto& st : dfa.states)
-                                                  for (const auto& [bs, to] : st.bytes) f(bs);
-                                              },
-                                              cls)
-                                              .size());
+  const std::vector<ByteSet> members = byte_classes(
+      [&](auto&& f) {
+        for (const auto& st : dfa.states)
+          for (const auto& [bs, to] : st.bytes) f(bs);
+      },
+      cls);
+  const auto n_cls = static_cast<int32_t>(members.size());
+  std::vector<uint8_t> rep(members.size());
+  for (int c = 255; c >= 0; --c) rep[static_cast<size_t>(cls[static_cast<size_t>(c)])] = static_cast<uint8_t>(c);
   std::map<int32_t, int32_t> call_sym;  // callee rule -> symbol
   for (const auto& st : dfa.states)
     for (const auto& [rule, to] : st.calls) call_sym.emplace(rule, n_cls + static_cast<int32_t>(call_sym.size()));
@@ -460,8 +462,8 @@ Dfa minimize(const Dfa& dfa, const GrammarLimits& limits) {
   for (int32_t s = 0; s < n; ++s) {
     const auto& st = dfa.states[static_cast<size_t>(s)];
     for (const auto& [bs, to] : st.bytes)
-      for (int c = 0; c < 256; ++c)
-        if (bs.has(static_cast<uint8_t>(c))) at(s, cls[static_cast<size_t>(c)]) = to;
+      for (int32_t k = 0; k < n_cls; ++k)
+        if (bs.has(rep[static_cast<size_t>(k)])) at(s, k) = to;
     for (const auto& [rule, to] : st.calls) at(s, call_sym[rule]) = to;
   }
   // Predecessors per symbol (CSR): pred[a] over targets.
@@ -755,6 +757,7 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int32_t root) const {
           st.calls.push_back({callee, global[r][static_cast<size_t>(to)]});
     }
   }
+  g->build_tables();
   return g;
 }
 
@@ -788,6 +791,39 @@ std::string Grammar::state_key(int32_t start) const {
     key += ';';
   }
   return key;
+}
+
+void Grammar::build_tables() {
+  rule_class_.assign(rule_start_.size(), {});
+  std::vector<int32_t> n_classes(rule_start_.size(), 1);
+  std::vector<std::vector<int32_t>> of_rule(rule_start_.size());
+  std::vector<std::vector<uint8_t>> reps(rule_start_.size());  // a byte of each class
+  for (size_t s = 0; s < states_.size(); ++s) of_rule[static_cast<size_t>(states_[s].rule)].push_back(static_cast<int32_t>(s));
+  for (size_t r = 0; r < rule_start_.size(); ++r) {
+    std::array<int32_t, 256> cls;
+    const auto members = byte_classes(
+        [&](auto&& f) {
+          for (int32_t s : of_rule[r])
+            for (const ByteEdge& e : states_[static_cast<size_t>(s)].bytes) f(e.set);
+        },
+        cls);
+    // 256 classes at most: each fits a byte.
+    for (int b = 0; b < 256; ++b) rule_class_[r][static_cast<size_t>(b)] = static_cast<uint8_t>(cls[static_cast<size_t>(b)]);
+    n_classes[r] = static_cast<int32_t>(members.size());
+    reps[r].resize(members.size());
+    for (int b = 255; b >= 0; --b) reps[r][static_cast<size_t>(cls[static_cast<size_t>(b)])] = static_cast<uint8_t>(b);
+  }
+  table_at_.resize(states_.size());
+  table_.clear();
+  for (size_t s = 0; s < states_.size(); ++s) {
+    const State& st = states_[s];
+    table_at_[s] = static_cast<int32_t>(table_.size());
+    const auto r = static_cast<size_t>(st.rule);
+    table_.resize(table_.size() + static_cast<size_t>(n_classes[r]), -1);
+    for (size_t k = 0; k < reps[r].size(); ++k)
+      for (const ByteEdge& e : st.bytes)
+        if (e.set.has(reps[r][k])) table_[static_cast<size_t>(table_at_[s]) + k] = e.to;
+  }
 }
 
 // ---- reference simulation -------------------------------------------------------------------
@@ -830,7 +866,7 @@ size_t viable_prefix(const Grammar& g, std::string_view text) {
     seen.clear();
     accepted = false;
     for (const Stack& st : cur) {
-      const int32_t to = g.state(st.back()).next(b);
+      const int32_t to = g.next(st.back(), b);
       if (to < 0) continue;
       Stack moved = st;
       moved.back() = to;
@@ -851,7 +887,7 @@ bool accepts(const Grammar& g, std::string_view text) {
     seen.clear();
     accepted = false;
     for (const Stack& st : cur) {
-      const int32_t to = g.state(st.back()).next(static_cast<uint8_t>(ch));
+      const int32_t to = g.next(st.back(), static_cast<uint8_t>(ch));
       if (to < 0) continue;
       Stack moved = st;
       moved.back() = to;

@@ -151,6 +151,12 @@ class Grammar {
   const std::string& rule_name(int32_t rule) const { return rule_names_.at(static_cast<size_t>(rule)); }
   int32_t num_rules() const { return static_cast<int32_t>(rule_start_.size()); }
   const State& state(int32_t s) const { return states_[static_cast<size_t>(s)]; }
+  // The target of byte b from state s, or -1: one table lookup (per rule, bytes fall into a
+  // few classes; each state keeps one target per class).
+  int32_t next(int32_t s, uint8_t b) const {
+    const auto& st = states_[static_cast<size_t>(s)];
+    return table_[static_cast<size_t>(table_at_[static_cast<size_t>(s)]) + rule_class_[static_cast<size_t>(st.rule)][b]];
+  }
   int32_t num_states() const { return static_cast<int32_t>(states_.size()); }
   // A canonical text of everything reachable from state s (its rule's remaining automaton,
   // the rules it calls, theirs...): equal keys in two grammars mean the same language from
@@ -166,6 +172,10 @@ class Grammar {
   std::vector<int32_t> rule_start_;   // -1 for rules not reachable from root
   std::vector<std::string> rule_names_;
   std::vector<State> states_;
+  std::vector<std::array<uint8_t, 256>> rule_class_;  // [rule][byte] -> class
+  std::vector<int32_t> table_at_;                     // [state] -> offset in table_
+  std::vector<int32_t> table_;                        // targets, one per class of the rule
+  void build_tables();
 };
 
 // Whether the grammar, started at its root, matches all of text (a byte-level simulation of

@@ -25,16 +25,16 @@
 //   with format / minLength / maxLength (non-strict: the pattern wins); format together with
 //   minLength / maxLength (non-strict: the format wins); conflicts inside allOf (disjoint
 //   types or enums, two different patterns or formats; non-strict: the first part wins, and
-//   disjoint types or enums match nothing); enum / const values that cannot be checked
-//   against a sibling pattern, format or object / array keyword; maxItems / maxLength above
-//   10000 (non-strict: no upper bound).
+//   disjoint types or enums match nothing); object enum / const values next to object
+//   keywords (they are not checked against them); maxItems / maxLength above
+//   100000 (non-strict: no upper bound).
 // Always ignored: annotations (title, description, default, examples, example, $schema, $id,
 //   $comment, deprecated, readOnly, writeOnly, discriminator, $anchor, $dynamicAnchor,
 //   content*, externalDocs, xml) and keywords JSON Schema does not define.
 // Always refused (SchemaError): malformed keyword values (type: 5, required not a list of
 //   strings, ...); a $ref that is not local (#...), names an anchor, or resolves nowhere;
 //   $ref cycles that consume no input ({"$ref": "#"}); sub-schemas nested deeper than 128;
-//   minItems / minLength above 10000; anyOf products inside allOf past 256 alternatives.
+//   minItems / minLength above 100000; anyOf products inside allOf past 256 alternatives.
 //
 // Deliberate choices and approximations:
 //   - additionalProperties absent: only the listed properties are generated (like xgrammar's
@@ -84,12 +84,14 @@ using Json = nlohmann::ordered_json;
 
 constexpr int kMaxDepth = 128;             // nested sub-schemas
 constexpr int kMaxDocumentDepth = 1024;    // JSON nesting of the schema document itself
-constexpr int64_t kMaxCount = 10000;       // minItems / maxItems / minLength / maxLength
+constexpr int64_t kMaxCount = 100000;      // minItems / maxItems / minLength / maxLength
+constexpr int64_t kInlineLength = 256;     // longer length bounds count calls of a char rule
 constexpr int64_t kMaxCombinations = 256;  // anyOf alternatives made by distributing allOf
 constexpr int64_t kMaxWork = 200000;       // sub-schemas converted or flattened
 constexpr size_t kInlineOptional = 32;     // more optional properties than this: rule chain
 constexpr size_t kMaxDigits = 400;         // digits of a numeric bound (doubles need 309)
 constexpr int kMaxWhitespace = 256;
+constexpr int64_t kMaxLengthSplit = 400000;  // NFA states for string lengths inside a pattern
 
 // ---- keyword tables ---------------------------------------------------------------------------
 
@@ -257,6 +259,9 @@ struct Bound {
   bool exclusive = false;
 };
 
+// A string length bound that cannot be pushed into a pattern / format exactly (in budget).
+struct TooLarge {};
+
 // ---- UTF-8 -----------------------------------------------------------------------------------
 
 std::vector<uint32_t> code_points(std::string_view s) {
@@ -388,7 +393,8 @@ class Converter {
   std::vector<std::string> types_of(const Json& s) const;
   ExprId type_expr(const std::string& type, const Flat& f);
   ExprId enum_expr(const Flat& f);
-  bool fits(const Json& v, const Flat& f) const;
+  bool fits(const Json& v, const Flat& f, const Grammar* checker, bool checked) const;
+  std::shared_ptr<const Grammar> enum_checker(const Flat& f);
   bool fits_number(const Json& v, const Json& s) const;
   void unverifiable(const std::string& kw, const std::string& path) const;
   ExprId const_expr(const Json& v);
@@ -411,8 +417,27 @@ class Converter {
   ExprId format_expr(const std::string& format, const std::string& path);
   ExprId json_char();
   ExprId canonical_char_except(const std::set<uint32_t>& excluded);
+  ExprId canonical_escape();
+  int32_t key_tail_rule();
+  int32_t char_rule();
+  int32_t key_special_rule();
   ExprId date_expr();
   ExprId time_expr();
+  ExprId pattern_expr(const Flat& f);
+  ExprId bounded(ExprId content, const Flat& f, const std::string& with);
+
+  // string length inside a pattern / format
+  struct CharLen {
+    bool ok = false;          // the expression spells whole characters
+    int64_t min = 0, max = 0;  // characters; max -1: unbounded
+  };
+  CharLen char_len(ExprId e);
+  CharLen seq_char_len(const Expr& x);
+  ExprId with_length(ExprId e, int64_t lo, int64_t hi);
+  ExprId seq_with_length(const std::vector<ExprId>& kids, int64_t lo, int64_t hi);
+  ExprId split_with_length(ExprId left, ExprId right, bool enumerate_left, int64_t lo, int64_t hi);
+  int64_t nfa_estimate(ExprId e);
+  void spend(ExprId e);
 
   // numbers
   ExprId integer_expr(const Flat& f);
@@ -479,7 +504,11 @@ class Converter {
   int64_t work_ = 0;
   int32_t value_rule_ = -1, object_rule_ = -1, array_rule_ = -1, string_rule_ = -1, number_rule_ = -1,
           integer_rule_ = -1;
-  ExprId ws_ = -1, comma_ = -1, colon_ = -1, char_ = -1, canon_any_ = -1;
+  int32_t key_tail_ = -1, key_special_ = -1, char_rule_ = -1;
+  std::unordered_map<ExprId, CharLen> char_len_memo_;
+  std::unordered_map<ExprId, int64_t> nfa_memo_;
+  int64_t length_budget_ = 0;
+  ExprId ws_ = -1, comma_ = -1, colon_ = -1, char_ = -1, canon_escape_ = -1;
 };
 
 // ---- rules -----------------------------------------------------------------------------------
@@ -1065,7 +1094,8 @@ void Converter::unverifiable(const std::string& kw, const std::string& path) con
 }
 
 // Whether an enum value satisfies the sibling keywords (values that do not are dropped).
-bool Converter::fits(const Json& v, const Flat& f) const {
+// checked: string / array values are checked by `checker` (null: none of them fits).
+bool Converter::fits(const Json& v, const Flat& f, const Grammar* checker, bool checked) const {
   const Json& s = f.s;
   if (s.contains("type")) {
     bool ok = false;
@@ -1078,17 +1108,17 @@ bool Converter::fits(const Json& v, const Flat& f) const {
     }
     if (!ok) return false;
   }
+  if (checked && (v.is_string() || v.is_array())) {
+    std::string text;
+    write_canonical(v, text, f.path);
+    return checker && accepts(*checker, text);
+  }
   if (v.is_string()) {
     const auto n = static_cast<int64_t>(code_points(v.get<std::string>()).size());
     if (s.contains("minLength") && n < s["minLength"].get<double>()) return false;
     if (s.contains("maxLength") && n > s["maxLength"].get<double>()) return false;
-    for (const char* kw : {"pattern", "format"})
-      if (s.contains(kw)) unverifiable(kw, f.path);
   }
   if (v.is_number() && !fits_number(v, s)) return false;
-  if (v.is_array())
-    for (const char* kw : {"items", "prefixItems", "minItems", "maxItems"})
-      if (s.contains(kw)) unverifiable(kw, f.path);
   if (v.is_object())
     for (const char* kw : {"properties", "required", "additionalProperties"})
       if (s.contains(kw)) unverifiable(kw, f.path);
@@ -1179,11 +1209,44 @@ ExprId Converter::trie(const std::vector<std::string>& v, size_t lo, size_t hi, 
   return b_.seq({head, b_.alt(std::move(alts))});
 }
 
+// The schema without its enum as a grammar of its own, to check enum values against a
+// pattern, a format or array keywords (objects are not checked: extra keys there would be
+// judged by the listed-keys-only default, which is about generating, not validating).
+std::shared_ptr<const Grammar> Converter::enum_checker(const Flat& f) {
+  GrammarBuilder b;
+  JsonSchemaOptions options = opt_;
+  options.any_whitespace = false;
+  Converter sub(b, options);
+  sub.root_ = root_;
+  sub.root_id_ = root_id_;
+  Flat rest = f;
+  rest.s.erase("enum");
+  if (!rest.s.contains("type"))  // validating: a keyword does not imply its type here
+    rest.s["type"] = Json::array({"null", "boolean", "object", "array", "number", "string"});
+  const int32_t root = sub.new_rule(f.path, "check");
+  sub.define(root, sub.typed(rest));
+  sub.drain();
+  try {
+    return b.build(root);
+  } catch (const Error&) {  // matches nothing
+    return nullptr;
+  }
+}
+
 ExprId Converter::enum_expr(const Flat& f) {
   std::vector<std::string> texts;
   std::vector<ExprId> structured;
-  for (const auto& v : f.s["enum"]) {
-    if (!fits(v, f)) continue;
+  const Json& s = f.s;
+  bool checked = false;
+  for (const auto& v : s["enum"]) {
+    const bool string_check = v.is_string() && (s.contains("pattern") || s.contains("format"));
+    const bool array_check =
+        v.is_array() && (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") || s.contains("maxItems"));
+    checked = checked || string_check || array_check;
+  }
+  const auto checker = checked ? enum_checker(f) : nullptr;
+  for (const auto& v : s["enum"]) {
+    if (!fits(v, f, checker.get(), checked)) continue;
     if (opt_.any_whitespace && v.is_structured() && !v.empty()) {
       structured.push_back(const_expr(v));
       continue;
@@ -1192,8 +1255,7 @@ ExprId Converter::enum_expr(const Flat& f) {
     write_canonical(v, text, child(f.path, "enum"));
     texts.push_back(std::move(text));
   }
-  if (texts.empty() && structured.empty())
-    throw SchemaError("enum", child(f.path, "enum"), "no enum / const value satisfies the other keywords");
+  // No value left: the schema matches nothing (fine in an optional place or one branch).
   std::sort(texts.begin(), texts.end());
   texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
   if (!texts.empty()) structured.push_back(trie(texts, 0, texts.size(), 0, 0));
@@ -1329,25 +1391,54 @@ ExprId Converter::extra_key(const std::vector<std::string>& listed, const std::s
     terminals[static_cast<size_t>(node)] = 1;
   }
   const int32_t r = new_rule(path, "key");
-  define(r, quoted(key_not_in(0, children, terminals, 0)));
+  define(r, b_.seq({lit("\""), key_not_in(0, children, terminals, 0)}));
   return b_.ref(r);
 }
 
-// Keys below trie node `node` that are not listed: end here where no key ends, leave the
-// trie with a character no listed key continues with (then anything), or follow a branch.
+// The rest of a key below trie node `node` (closing quote included): end here where no
+// listed key ends, leave the trie with a character no listed key continues with, or follow
+// a branch. Leaving calls shared rules for "anything, then the quote", so that each trie
+// node costs a few states even for thousands of listed keys.
 ExprId Converter::key_not_in(int node, const std::vector<std::map<uint32_t, int>>& children,
                              const std::vector<char>& terminals, int depth) {
   if (depth > 1000) throw SchemaError("properties", "", "property names too long to exclude from extra keys");
   const auto& kids = children[static_cast<size_t>(node)];
   std::set<uint32_t> here;
-  for (const auto& [cp, kid] : kids) here.insert(cp);
-  if (canon_any_ < 0) canon_any_ = b_.star(canonical_char_except({}));
+  bool plain_ascii = true;
+  for (const auto& [cp, kid] : kids) {
+    here.insert(cp);
+    plain_ascii = plain_ascii && cp < 0x80 && !needs_escape(cp);
+  }
   std::vector<ExprId> alts;
-  if (!terminals[static_cast<size_t>(node)]) alts.push_back(b_.empty());
-  alts.push_back(b_.seq({canonical_char_except(here), canon_any_}));
+  if (!terminals[static_cast<size_t>(node)]) alts.push_back(lit("\""));
+  if (plain_ascii) {  // leaving with another ASCII character, or with any other character
+    ByteSet ascii = ByteSet::range(0x20, 0x7F);
+    for (uint32_t cp : here) ascii.bits[cp >> 6] &= ~(uint64_t{1} << (cp & 63));
+    for (uint8_t c : {'"', '\\'}) ascii.bits[c >> 6] &= ~(uint64_t{1} << (c & 63));
+    alts.push_back(b_.seq({b_.bytes(ascii), b_.ref(key_tail_rule())}));
+    alts.push_back(b_.ref(key_special_rule()));
+  } else {
+    alts.push_back(b_.seq({canonical_char_except(here), b_.ref(key_tail_rule())}));
+  }
   for (const auto& [cp, kid] : kids)
     alts.push_back(b_.seq({lit(canonical_spelling(cp)), key_not_in(kid, children, terminals, depth + 1)}));
   return b_.alt(std::move(alts));
+}
+
+// Any canonical characters, then the closing quote.
+int32_t Converter::key_tail_rule() {
+  if (key_tail_ >= 0) return key_tail_;
+  key_tail_ = new_rule("", "key-tail");
+  define(key_tail_, b_.seq({b_.star(canonical_char_except({})), lit("\"")}));
+  return key_tail_;
+}
+
+// A non-ASCII character or an escape, then the rest of the key.
+int32_t Converter::key_special_rule() {
+  if (key_special_ >= 0) return key_special_;
+  key_special_ = new_rule("", "key-special");
+  define(key_special_, b_.seq({b_.alt({b_.codepoints({{0x80, 0x10FFFF}}), canonical_escape()}), b_.ref(key_tail_rule())}));
+  return key_special_;
 }
 
 // ---- arrays ----------------------------------------------------------------------------------
@@ -1400,13 +1491,30 @@ ExprId Converter::json_char() {
   return char_;
 }
 
+// The escapes json.dumps writes: \" \\ \b \f \n \r \t, other controls as \u00xx (lowercase).
+ExprId Converter::canonical_escape() {
+  if (canon_escape_ >= 0) return canon_escape_;
+  const ExprId control = b_.seq({lit("u00"), b_.alt({b_.seq({lit("0"), set("01234567bef")}),
+                                                     b_.seq({lit("1"), set("0123456789abcdef")})})});
+  canon_escape_ = b_.seq({lit("\\"), b_.alt({set("\"\\bfnrt"), control})});
+  return canon_escape_;
+}
+
 // One character in json.dumps(ensure_ascii=False) spelling, other than `excluded`.
 ExprId Converter::canonical_char_except(const std::set<uint32_t>& excluded) {
   CodepointRanges out = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
-  for (uint32_t cp : excluded) out.push_back({cp, cp});
+  bool escapes_excluded = false;
+  for (uint32_t cp : excluded) {
+    out.push_back({cp, cp});
+    escapes_excluded = escapes_excluded || needs_escape(cp);
+  }
   std::vector<ExprId> alts{b_.codepoints_except(out)};
-  for (uint32_t cp = 0; cp < 0x80; ++cp)
-    if (needs_escape(cp) && !excluded.count(cp)) alts.push_back(lit(canonical_spelling(cp)));
+  if (!escapes_excluded) {
+    alts.push_back(canonical_escape());
+  } else {
+    for (uint32_t cp = 0; cp < 0x80; ++cp)
+      if (needs_escape(cp) && !excluded.count(cp)) alts.push_back(lit(canonical_spelling(cp)));
+  }
   return b_.alt(std::move(alts));
 }
 
@@ -1437,30 +1545,58 @@ int64_t Converter::max_count(const Json& s, const std::string& kw, const std::st
 
 ExprId Converter::string_expr(const Flat& f) {
   const Json& s = f.s;
-  const bool lengths = s.contains("minLength") || s.contains("maxLength");
-  const char* length_kw = s.contains("minLength") ? "minLength" : "maxLength";
   if (s.contains("pattern")) {
     if (s.contains("format")) conflict("format", f.path, "format together with pattern is not supported");
-    if (lengths) conflict(length_kw, f.path, std::string(length_kw) + " together with pattern is not supported");
-    const std::string pattern = s["pattern"].get<std::string>();
-    try {
-      return quoted(parse_regex(b_, pattern, RegexOptions{.full_match = false, .json_string = true}));
-    } catch (const SchemaError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw SchemaError("pattern", child(f.path, "pattern"), std::string("pattern: ") + e.what());
-    }
+    return quoted(bounded(pattern_expr(f), f, "pattern"));
   }
   if (s.contains("format")) {
-    if (lengths) conflict(length_kw, f.path, std::string(length_kw) + " together with format is not supported");
     const ExprId e = format_expr(s["format"].get<std::string>(), f.path);
-    if (e >= 0) return quoted(e);
+    if (e >= 0) return quoted(bounded(e, f, "format"));
   }
   const int64_t lo = min_count(s, "minLength", f.path);
   const int64_t hi = max_count(s, "maxLength", f.path);
   if (hi >= 0 && lo > hi) return nothing();
   if (lo == 0 && hi < 0) return b_.ref(string_rule());
-  return quoted(b_.repeat(json_char(), static_cast<int32_t>(lo), static_cast<int32_t>(hi)));
+  // A count of characters costs a state per character per state inside one (about 20 with
+  // UTF-8 and escapes); past a few hundred, each character is a call of one shared rule
+  // instead, so the count costs one state per character (10000: 0.03 s instead of 4 s).
+  const bool large = std::max(lo, hi) > kInlineLength;
+  const ExprId one = large ? b_.ref(char_rule()) : json_char();
+  return quoted(b_.repeat(one, static_cast<int32_t>(lo), static_cast<int32_t>(hi)));
+}
+
+int32_t Converter::char_rule() {
+  if (char_rule_ >= 0) return char_rule_;
+  char_rule_ = new_rule("", "char");
+  define(char_rule_, json_char());
+  return char_rule_;
+}
+
+ExprId Converter::pattern_expr(const Flat& f) {
+  try {
+    return parse_regex(b_, f.s["pattern"].get<std::string>(), RegexOptions{.full_match = false, .json_string = true});
+  } catch (const std::exception& e) {
+    throw SchemaError("pattern", child(f.path, "pattern"), std::string("pattern: ") + e.what());
+  }
+}
+
+// A pattern's or format's content with minLength / maxLength pushed into it (see
+// with_length); where that is not possible exactly, strict refuses and otherwise the
+// lengths are dropped.
+ExprId Converter::bounded(ExprId content, const Flat& f, const std::string& with) {
+  if (!f.s.contains("minLength") && !f.s.contains("maxLength")) return content;
+  const int64_t lo = min_count(f.s, "minLength", f.path);
+  const int64_t hi = max_count(f.s, "maxLength", f.path);
+  const std::string kw = f.s.contains("maxLength") ? "maxLength" : "minLength";
+  length_budget_ = kMaxLengthSplit;
+  try {
+    const ExprId out = with_length(content, lo, hi);
+    spend(out);
+    return out;
+  } catch (const TooLarge&) {
+    conflict(kw, f.path, kw + " together with this " + with + " is not supported (too large to combine exactly)");
+    return content;
+  }
 }
 
 ExprId Converter::date_expr() {
@@ -1495,10 +1631,10 @@ ExprId Converter::format_expr(const std::string& format, const std::string& path
     const ExprId local = b_.seq({b_.plus(atext), b_.star(b_.seq({lit("."), b_.plus(atext)}))});
     return b_.seq({local, lit("@"), label(-1), b_.plus(b_.seq({lit("."), label(-1)}))});
   }
-  if (format == "uri") {
+  if (format == "uri") {  // one character per step and a bounded scheme, so lengths combine
     const ExprId scheme = b_.seq({b_.bytes(ByteSet::range('a', 'z') | ByteSet::range('A', 'Z')),
-                                  b_.star(b_.alt({alnum, set("+.-")}))});
-    const ExprId uric = b_.alt({alnum, set("-._~:/?#[]@!$&'()*+,;="), b_.seq({lit("%"), hex(), hex()})});
+                                  b_.repeat(b_.alt({alnum, set("+.-")}), 0, 31)});
+    const ExprId uric = b_.bytes(b_.expr(alnum).bytes | chars("-._~:/?#[]@!$&'()*+,;=%"));
     return b_.seq({scheme, lit(":"), b_.star(uric)});
   }
   if (format == "ipv4") {
@@ -1508,6 +1644,206 @@ ExprId Converter::format_expr(const std::string& format, const std::string& path
   if (format == "hostname") return b_.seq({label(61), b_.star(b_.seq({lit("."), label(61)}))});
   if (opt_.strict) throw SchemaError("format", child(path, "format"), "format '" + format + "' is not supported");
   return -1;
+}
+
+// ---- string length inside a pattern / format -------------------------------------------------
+//
+// minLength / maxLength with a pattern or format is the intersection of two regular
+// languages, which expressions cannot state directly. Instead the bounds are pushed down the
+// expression tree: an alternation bounds each branch, a repetition of fixed-length items
+// adjusts its counts, a sequence with one variable part bounds that part, and a sequence with
+// several is split by the length of one side (a union over its lengths). Exact, but a split
+// costs up to (its range) x (the other side), so a budget caps it.
+
+int64_t add_len(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : std::min<int64_t>(a + b, int64_t{1} << 40); }
+int64_t mul_len(int64_t a, int64_t n) {
+  if (a == 0 || n == 0) return 0;
+  return a < 0 || n < 0 ? -1 : std::min<int64_t>(a * n, int64_t{1} << 40);
+}
+
+Converter::CharLen Converter::char_len(ExprId e) {
+  if (auto it = char_len_memo_.find(e); it != char_len_memo_.end()) return it->second;
+  const Expr& x = b_.expr(e);
+  CharLen out;
+  switch (x.kind) {
+    case Expr::Empty: out = {true, 0, 0}; break;
+    case Expr::Bytes:
+    case Expr::Seq: out = seq_char_len(x); break;
+    case Expr::Alt: {
+      out = {true, int64_t{1} << 40, 0};
+      for (ExprId k : x.kids) {
+        const CharLen c = char_len(k);
+        out.ok = out.ok && c.ok;
+        out.min = std::min(out.min, c.min);
+        out.max = out.max < 0 || c.max < 0 ? -1 : std::max(out.max, c.max);
+      }
+      if (x.kids.empty()) out = {true, 0, 0};
+      break;
+    }
+    case Expr::Repeat: {
+      const CharLen c = char_len(x.kids[0]);
+      out = {c.ok, mul_len(c.min, x.min), c.max == 0 ? 0 : mul_len(c.max, x.max)};
+      break;
+    }
+    default: break;
+  }
+  char_len_memo_[e] = out;
+  return out;
+}
+
+// A sequence read byte by byte where its parts are single bytes (literals, UTF-8 sequences,
+// escapes), so a character may span several parts; other parts must be whole characters.
+Converter::CharLen Converter::seq_char_len(const Expr& x) {
+  const std::vector<ExprId> one{-1};
+  const std::vector<ExprId>& parts = x.kind == Expr::Bytes ? one : x.kids;
+  CharLen out{true, 0, 0};
+  int inside = 0;       // bytes still to come in the current character
+  bool hex = false;     // ... as the hex digits of a \u escape
+  bool after_backslash = false;
+  const ByteSet hex_set = chars("0123456789abcdefABCDEF");
+  auto subset = [](const ByteSet& a, const ByteSet& b) {
+    for (int i = 0; i < 4; ++i)
+      if (a.bits[i] & ~b.bits[i]) return false;
+    return true;
+  };
+  for (ExprId p : parts) {
+    const Expr& k = p < 0 ? x : b_.expr(p);
+    if (k.kind != Expr::Bytes) {
+      const CharLen c = char_len(p);
+      if (!c.ok || inside > 0 || after_backslash) return {};
+      out.min = add_len(out.min, c.min);
+      out.max = add_len(out.max, c.max);
+      continue;
+    }
+    const ByteSet& set = k.bytes;
+    if (after_backslash) {
+      after_backslash = false;
+      if (subset(set, chars("u"))) inside = 4, hex = true;
+      else if (!subset(set, chars("\"\\/bfnrt"))) return {};
+    } else if (inside > 0) {
+      if (!subset(set, hex ? hex_set : ByteSet::range(0x80, 0xBF))) return {};
+      --inside;
+    } else {
+      out.min = add_len(out.min, 1);
+      out.max = add_len(out.max, 1);
+      hex = false;
+      if (subset(set, chars("\\"))) after_backslash = true;
+      else if (subset(set, ByteSet::range(0, 0x7F)) && !set.has('\\')) inside = 0;
+      else if (subset(set, ByteSet::range(0xC2, 0xDF))) inside = 1;
+      else if (subset(set, ByteSet::range(0xE0, 0xEF))) inside = 2;
+      else if (subset(set, ByteSet::range(0xF0, 0xF4))) inside = 3;
+      else return {};
+    }
+  }
+  if (inside > 0 || after_backslash) return {};
+  return out;
+}
+
+// NFA size of e once repetitions are expanded (what the compiler will build).
+int64_t Converter::nfa_estimate(ExprId e) {
+  if (auto it = nfa_memo_.find(e); it != nfa_memo_.end()) return it->second;
+  const Expr& x = b_.expr(e);
+  int64_t n = 1;
+  if (x.kind == Expr::Seq || x.kind == Expr::Alt)
+    for (ExprId k : x.kids) n = std::min<int64_t>(n + nfa_estimate(k), int64_t{1} << 40);
+  if (x.kind == Expr::Repeat) n = std::min<int64_t>(mul_len(nfa_estimate(x.kids[0]), std::max(x.max, x.min + 1)) + 1, int64_t{1} << 40);
+  nfa_memo_[e] = n;
+  return n;
+}
+
+void Converter::spend(ExprId e) {
+  length_budget_ -= nfa_estimate(e);
+  if (length_budget_ < 0) throw TooLarge{};
+}
+
+// e restricted to strings of lo..hi characters (hi -1: no upper bound). Throws TooLarge
+// where that cannot be written exactly within the budget.
+ExprId Converter::with_length(ExprId e, int64_t lo, int64_t hi) {
+  lo = std::max<int64_t>(lo, 0);
+  const CharLen c = char_len(e);
+  if (!c.ok) throw TooLarge{};
+  if ((hi >= 0 && lo > hi) || (c.max >= 0 && c.max < lo) || (hi >= 0 && c.min > hi)) return nothing();
+  if (c.min >= lo && (hi < 0 || (c.max >= 0 && c.max <= hi))) return e;  // already within
+  const Expr x = b_.expr(e);
+  if (x.kind == Expr::Alt) {
+    std::vector<ExprId> alts;
+    for (ExprId k : x.kids) alts.push_back(with_length(k, lo, hi));
+    return b_.alt(std::move(alts));
+  }
+  if (x.kind == Expr::Seq) return seq_with_length(x.kids, lo, hi);
+  if (x.kind != Expr::Repeat) throw TooLarge{};
+  const ExprId kid = x.kids[0];
+  const CharLen k = char_len(kid);
+  if (k.min == k.max && k.min > 0) {  // fixed-length items: adjust the counts
+    const int64_t from = std::max<int64_t>(x.min, (lo + k.min - 1) / k.min);
+    int64_t to = hi < 0 ? x.max : hi / k.min;
+    if (x.max >= 0) to = std::min<int64_t>(to, x.max);
+    if (to >= 0 && from > to) return nothing();
+    if (from > kMaxCount || to > kMaxCount) throw TooLarge{};
+    return b_.repeat(kid, static_cast<int32_t>(from), static_cast<int32_t>(to));
+  }
+  if (x.max < 0 || x.max > 4) throw TooLarge{};
+  std::vector<ExprId> counts;  // a few variable-length items: one branch per count
+  for (int32_t n = x.min; n <= x.max; ++n) counts.push_back(seq_with_length(std::vector<ExprId>(static_cast<size_t>(n), kid), lo, hi));
+  return b_.alt(std::move(counts));
+}
+
+ExprId Converter::seq_with_length(const std::vector<ExprId>& kids, int64_t lo, int64_t hi) {
+  std::vector<size_t> variable;
+  int64_t fixed = 0;
+  for (size_t i = 0; i < kids.size(); ++i) {
+    const CharLen c = char_len(kids[i]);
+    if (!c.ok) throw TooLarge{};
+    if (c.min == c.max) fixed += c.min;
+    else variable.push_back(i);
+  }
+  if (variable.empty()) {
+    const ExprId all = b_.seq(kids);
+    return fixed >= lo && (hi < 0 || fixed <= hi) ? all : nothing();
+  }
+  if (variable.size() == 1) {  // the one variable part takes what the fixed parts leave
+    std::vector<ExprId> parts = kids;
+    parts[variable[0]] = with_length(kids[variable[0]], lo - fixed, hi < 0 ? -1 : hi - fixed);
+    return b_.seq(std::move(parts));
+  }
+  // Split around the variable part with the smaller range: before the last one, or after
+  // the first one, enumerating the lengths of the side holding that part.
+  auto range = [&](size_t i) {
+    const CharLen c = char_len(kids[i]);
+    const int64_t top = c.max < 0 ? (hi < 0 ? lo : hi) : (hi < 0 ? c.max : std::min(c.max, hi));
+    return top - c.min;
+  };
+  const size_t first = variable.front(), last = variable.back();
+  const auto mid = kids.begin();
+  if (range(first) <= range(last)) {
+    const ExprId left = b_.seq(std::vector<ExprId>(mid, mid + static_cast<std::ptrdiff_t>(first) + 1));
+    const ExprId right = b_.seq(std::vector<ExprId>(mid + static_cast<std::ptrdiff_t>(first) + 1, kids.end()));
+    return split_with_length(left, right, true, lo, hi);
+  }
+  const ExprId left = b_.seq(std::vector<ExprId>(mid, mid + static_cast<std::ptrdiff_t>(last)));
+  const ExprId right = b_.seq(std::vector<ExprId>(mid + static_cast<std::ptrdiff_t>(last), kids.end()));
+  return split_with_length(left, right, false, lo, hi);
+}
+
+// left . right within lo..hi as the union, over the lengths n of one side, of (that side with
+// exactly n) . (the other with the rest); without an upper bound the last branch is "n or
+// more".
+ExprId Converter::split_with_length(ExprId left, ExprId right, bool enumerate_left, int64_t lo, int64_t hi) {
+  const ExprId side = enumerate_left ? left : right, other = enumerate_left ? right : left;
+  const CharLen s = char_len(side), o = char_len(other);
+  const int64_t from = std::max<int64_t>(s.min, o.max < 0 ? 0 : lo - o.max);
+  int64_t to = hi < 0 ? std::max(from, lo) : hi - o.min;
+  if (s.max >= 0) to = std::min(to, s.max);
+  std::vector<ExprId> alts;
+  for (int64_t n = from; n <= to; ++n) {
+    const bool open = hi < 0 && n == to;  // n or more
+    const ExprId a = with_length(side, n, open ? -1 : n);
+    const ExprId rest = with_length(other, lo - n, hi < 0 ? -1 : hi - n);
+    const ExprId both_parts = enumerate_left ? b_.seq({a, rest}) : b_.seq({rest, a});
+    spend(both_parts);
+    alts.push_back(both_parts);
+  }
+  return b_.alt(std::move(alts));
 }
 
 // ---- numbers ---------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ class Runner {
     // Fast path, the common case inside a string or number: one stack whose next state only
     // consumes bytes (no calls to push, cannot end its rule): just move the top.
     if (d.size() >= 3 && static_cast<size_t>(d[1]) + 2 == d.size()) {
-      const int32_t to = g_.state(d.back()).next(b);
+      const int32_t to = g_.next(d.back(), b);
       if (to < 0) return;
       const Grammar::State& next = g_.state(to);
       if (next.calls.empty() && !next.accepting) {
@@ -63,7 +63,7 @@ class Runner {
       const auto n = static_cast<size_t>(d[pos + 1]);
       const int32_t* f = &d[pos + 2];
       pos += 2 + n;
-      const int32_t to = g_.state(f[n - 1]).next(b);
+      const int32_t to = g_.next(f[n - 1], b);
       if (to < 0) continue;
       work_.assign(f, f + n);
       work_.back() = to;
@@ -179,21 +179,7 @@ TokenClasses CompiledGrammar::classify(int32_t state) const {
   std::vector<int32_t> simple(256, -1);
   simple[0] = state;
   std::vector<char> popped_before(257, 0);  // a run left the rule at a depth < d
-  // Byte transitions of the few states the single-stack walk visits, as tables.
-  struct NextTable {
-    int32_t state = -1;
-    std::array<int32_t, 256> to;
-  };
-  std::array<NextTable, 16> tables;
-  auto next_of = [&](int32_t from, uint8_t b) {
-    NextTable& t = tables[static_cast<size_t>(from) & 15];
-    if (t.state != from) {
-      t.state = from;
-      const Grammar::State& st = grammar_->state(from);
-      for (int c = 0; c < 256; ++c) t.to[static_cast<size_t>(c)] = st.next(static_cast<uint8_t>(c));
-    }
-    return t.to[b];
-  };
+  auto next_of = [&](int32_t from, uint8_t b) { return grammar_->next(from, b); };
   std::vector<uint64_t> allowed(static_cast<size_t>(vocab_->size() + 63) / 64, 0);
   TokenClasses m;
   int64_t n_allowed = 0;

@@ -22,9 +22,14 @@ struct Tool {
 std::vector<Tool> read_tools(const ojson& tools) {
   std::vector<Tool> out;
   for (size_t i = 0; i < tools.size(); ++i) {
-    const ojson& fn = tools[i].at("function");
+    // The server validated these; other callers get an error, not an exception from json.
+    const ojson& tool = tools[i];
+    const auto fit = tool.is_object() ? tool.find("function") : tool.end();
+    if (!tool.is_object() || fit == tool.end() || !fit->is_object() || !fit->contains("name") || !(*fit)["name"].is_string())
+      fail("tools[", i, "] must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    const ojson& fn = *fit;
     Tool t;
-    t.name = fn.at("name").get<std::string>();
+    t.name = fn["name"].get<std::string>();
     if (auto p = fn.find("parameters"); p != fn.end()) t.parameters = *p;
     if (auto s = fn.find("strict"); s != fn.end() && s->is_boolean()) t.strict = s->get<bool>();
     t.index = i;

@@ -113,7 +113,8 @@ ToolParse ToolCallParser::flush() {
     bare_.clear();
   }
   if (inside_) {
-    parse_body(true, out);
+    if (format_ == ToolCallFormat::Hermes) parse_hermes(out, /*closed_by_model=*/false);
+    else parse_body(true, out);
     inside_ = false;
     body_.clear();
   }
@@ -162,7 +163,7 @@ void ToolCallParser::parse_body(bool closed, ToolParse& out) {
   }
 }
 
-void ToolCallParser::parse_hermes(ToolParse& out) {
+void ToolCallParser::parse_hermes(ToolParse& out, bool closed_by_model) {
   json call = json::parse(body_, nullptr, /*allow_exceptions=*/false);
   if (call.is_object() && call.contains("name") && call["name"].is_string()) {
     const json args = call.value("arguments", json::object());
@@ -170,8 +171,9 @@ void ToolCallParser::parse_hermes(ToolParse& out) {
     return;
   }
   if (all_space(body_)) return;  // an empty call (a forced opening the model closed at once)
-  // Not a call we understand: the client sees the text as the model wrote it.
-  emit_content(std::string(kOpen) + body_ + std::string(kClose), out);
+  // Not a call we understand: the client sees the text as the model wrote it (a call cut by
+  // max_tokens gets no closing tag it never wrote).
+  emit_content(std::string(kOpen) + body_ + (closed_by_model ? std::string(kClose) : std::string()), out);
 }
 
 void ToolCallParser::parse_xml(bool closed, ToolParse& out) {

@@ -51,7 +51,7 @@ class ToolCallParser {
  private:
   // Inside a call: consume what body_ allows; `closed` tells that </tool_call> ended it.
   void parse_body(bool closed, ToolParse& out);
-  void parse_hermes(ToolParse& out);
+  void parse_hermes(ToolParse& out, bool closed_by_model = true);
   void parse_xml(bool closed, ToolParse& out);
   void emit_content(std::string text, ToolParse& out);
   std::string xml_value_json(const std::string& param, std::string value) const;
