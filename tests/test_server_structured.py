@@ -180,9 +180,6 @@ def test_pydantic_parse_returns_the_model(zen_server):
     assert message.refusal is None
 
 
-@pytest.mark.xfail(strict=True, reason="strict accepts oneOf but reads it as anyOf: an answer matching two branches "
-                   "is generated, which oneOf forbids (json_schema.cc documents the approximation; strict should "
-                   "refuse overlapping oneOf or enforce exclusivity)")
 def test_strict_one_of_is_enforced_or_refused(zen_server):
     schema = {"type": "object", "properties": {"value": {"oneOf": [{"type": "integer"}, {"type": "number"}]}},
               "required": ["value"], "additionalProperties": False}

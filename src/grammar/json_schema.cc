@@ -21,20 +21,23 @@
 //   if / then / else, not, contains, minContains, maxContains, uniqueItems (true; false is a
 //   no-op), multipleOf, minProperties, maxProperties, unevaluatedProperties,
 //   unevaluatedItems (non-strict uses the last two where additionalProperties / items are
-//   absent), $dynamicRef, $recursiveRef; a format other than the ones below; pattern together
-//   with format / minLength / maxLength (non-strict: the pattern wins); format together with
-//   minLength / maxLength (non-strict: the format wins); conflicts inside allOf (disjoint
-//   types or enums, two different patterns or formats; non-strict: the first part wins, and
-//   disjoint types or enums match nothing); object enum / const values next to object
-//   keywords (they are not checked against them); maxItems / maxLength above
-//   100000 (non-strict: no upper bound).
+//   absent), $dynamicRef, $recursiveRef; a format other than the ones below; minLength /
+//   maxLength with a pattern or format where the exact combination is too large (see
+//   "string length inside a pattern": e.g. ^\s*SELECT\s with maxLength 4000; non-strict: the
+//   lengths are dropped); a format with a pattern other than one anchored at the start
+//   whose anchored part is a few fixed strings (^https?://; non-strict: the pattern wins);
+//   conflicts inside allOf (disjoint types or enums, two different patterns or formats;
+//   non-strict: the first part wins, and disjoint types or enums match nothing); object
+//   enum / const values next to object keywords (they are not checked against them);
+//   maxItems / maxLength above 100000 (non-strict: no upper bound).
 // Always ignored: annotations (title, description, default, examples, example, $schema, $id,
 //   $comment, deprecated, readOnly, writeOnly, discriminator, $anchor, $dynamicAnchor,
 //   content*, externalDocs, xml) and keywords JSON Schema does not define.
 // Always refused (SchemaError): malformed keyword values (type: 5, required not a list of
 //   strings, ...); a $ref that is not local (#...), names an anchor, or resolves nowhere;
 //   $ref cycles that consume no input ({"$ref": "#"}); sub-schemas nested deeper than 128;
-//   minItems / minLength above 100000; anyOf products inside allOf past 256 alternatives.
+//   a schema document nested deeper than 1024; minItems / minLength above 100000; anyOf
+//   products inside allOf past 256 alternatives; more than 200000 sub-schemas to convert.
 //
 // Deliberate choices and approximations:
 //   - additionalProperties absent: only the listed properties are generated (like xgrammar's
@@ -45,22 +48,29 @@
 //     "not equal" is exact; two extra keys may repeat each other.
 //   - nullable (OpenAPI) adds null to the node's types after its $ref / allOf parts are
 //     merged, so {"$ref": ..., "nullable": true} is "the target or null".
-//   - oneOf is read as anyOf (an output matching several branches is accepted).
+//   - oneOf is read as anyOf when its branches cannot both match (different types, disjoint
+//     enums / consts, objects told apart by a required property's disjoint const / enum, as
+//     pydantic's discriminated unions, or by a key one requires and the other forbids); other oneOf lists are refused under strict and read
+//     as anyOf otherwise (an output matching several branches is accepted).
 //   - No `type`: the types whose keywords appear (properties -> object, items -> array,
 //     minLength -> string, minimum -> number, ...); none at all -> any JSON value.
 //   - Numbers with a bound are written without an exponent (the bounds are then exact,
 //     fractional ones included); negative zero is not generated for bounded numbers.
 //     Integers are plain digits (never 1.0).
 //   - Strings: minLength / maxLength count characters, an escape counting as one and a
-//     \uD83D\uDE00 surrogate pair as one; lone surrogate escapes are not generated.
+//     \uD83D\uDE00 surrogate pair as one; lone surrogate escapes are not generated. Past 256
+//     characters a length bound counts calls of a shared one-character rule (one automaton
+//     state per character instead of ~20).
 //   - enum / const values are written as json.dumps(ensure_ascii=False) writes them (floats
 //     in nlohmann's shortest round-trip form); with any_whitespace their arrays / objects
-//     allow whitespace too.
+//     allow whitespace too. Values the other keywords rule out are dropped (strings and
+//     arrays are checked against the schema's own grammar, so pattern / format / items count).
 //   - Formats (regular approximations): date (YYYY-MM-DD, month 01-12, day 01-31 whatever
 //     the month), time (HH:MM:SS[.frac] with Z or +HH:MM offset, second 60 allowed),
 //     date-time (date T time, T / Z in either case), uuid (8-4-4-4-12 hex), email (dot-atom
-//     local part @ dotted hostname labels), uri (scheme ":" then RFC 3986 characters and
-//     %XX), ipv4 (dotted quad 0-255, no leading zeros), hostname (dotted labels of up to 63
+//     local part @ dotted hostname labels), uri (a scheme of at most 32 characters, ":",
+//     then RFC 3986 characters, `%` among them without checking the two hex digits after
+//     it), ipv4 (dotted quad 0-255, no leading zeros), hostname (dotted labels of up to 63
 //     letters / digits / inner hyphens).
 #include "grammar/json_schema.h"
 
@@ -391,6 +401,8 @@ class Converter {
   ExprId expand(const Flat& f);
   ExprId typed(const Flat& f);
   std::vector<std::string> types_of(const Json& s) const;
+  // Whether no JSON value can validate against both (a sufficient check, for oneOf).
+  bool provably_disjoint(const Flat& a, const Flat& b) const;
   ExprId type_expr(const std::string& type, const Flat& f);
   ExprId enum_expr(const Flat& f);
   bool fits(const Json& v, const Flat& f, const Grammar* checker, bool checked) const;
@@ -424,6 +436,11 @@ class Converter {
   ExprId date_expr();
   ExprId time_expr();
   ExprId pattern_expr(const Flat& f);
+  ExprId pattern_and_format(ExprId pattern, ExprId format);
+  std::optional<std::vector<std::string>> finite_strings(ExprId e);
+  bool any_tail(ExprId e);
+  bool matches_empty(ExprId e);
+  ExprId derive(ExprId e, uint8_t c);
   ExprId bounded(ExprId content, const Flat& f, const std::string& with);
 
   // string length inside a pattern / format
@@ -455,7 +472,7 @@ class Converter {
                          bool thi, bool need_digit);
 
   // counts
-  int64_t count(const Json& s, const std::string& kw, const std::string& path, int64_t fallback) const;
+  int64_t count(const Json& s, const std::string& kw, int64_t fallback) const;
   int64_t min_count(const Json& s, const std::string& kw, const std::string& path) const;
   int64_t max_count(const Json& s, const std::string& kw, const std::string& path) const;
 
@@ -677,7 +694,8 @@ void Converter::check_left_recursion() {
       }
       const int32_t k = calls(r)[i];
       if (color[k] == 1)
-        throw SchemaError("$ref", rules_[k].path, "the schema refers to itself without consuming input (an infinite $ref loop)");
+        throw SchemaError("$ref", rules_[k].path,
+                          "the schema refers to itself without consuming input (an infinite $ref loop)");
       if (color[k] == 0) {
         color[k] = 1;
         stack.push_back({k, 0});
@@ -874,6 +892,17 @@ Flat Converter::flatten(const Json& node, const std::string& path, const std::st
     if (!node.contains(k)) continue;
     std::vector<Choice> group;
     for (size_t i = 0; i < node[k].size(); ++i) group.push_back({node[k][i], child(path, k, i)});
+    if (opt_.strict && std::string(k) == "oneOf") {
+      // Exactly one branch: enforced as anyOf only where two branches can never both match.
+      std::vector<Flat> flat;
+      for (const Choice& c : group) flat.push_back(flatten_nested(c.schema, c.path, "oneOf"));
+      for (size_t i = 0; i < flat.size(); ++i)
+        for (size_t j = i + 1; j < flat.size(); ++j)
+          if (!flat[i].never && !flat[j].never && !provably_disjoint(flat[i], flat[j]))
+            throw SchemaError("oneOf", child(path, "oneOf"),
+                              "'oneOf' is not supported with branches that can both match (" + std::to_string(i) + " and " +
+                                  std::to_string(j) + "): use anyOf, or strict: false to read it as anyOf");
+    }
     f.groups.push_back(std::move(group));
   }
   // Parts in property order: the node's own, its $ref target's, each allOf part's.
@@ -1040,6 +1069,61 @@ ExprId Converter::expand(const Flat& f) {
     for (size_t g = 0; g < pick.size() && ++pick[g] == f.groups[g].size(); ++g) pick[g] = 0;
   }
   return b_.alt(std::move(alts));
+}
+
+bool Converter::provably_disjoint(const Flat& a, const Flat& b) const {
+  auto disjoint_values = [](const Json& x, const Json& y) {
+    for (const auto& v : x)
+      for (const auto& w : y)
+        if (v == w) return false;
+    return true;
+  };
+  if (a.s.contains("enum") && b.s.contains("enum") && disjoint_values(a.s["enum"], b.s["enum"])) return true;
+  const std::vector<std::string> ta = types_of(a.s), tb = types_of(b.s);
+  if (ta.empty() || tb.empty()) return false;  // any value
+  auto overlap = [](const std::string& t, const std::string& u) {
+    return t == u || (t == "integer" && u == "number") || (t == "number" && u == "integer");
+  };
+  std::vector<std::string> shared;
+  for (const auto& t : ta)
+    for (const auto& u : tb)
+      if (overlap(t, u)) shared.push_back(t);
+  if (shared.empty()) return true;
+  // Objects told apart by a property both require, whose const / enum values differ.
+  if (shared.size() != 1 || shared[0] != "object") return false;
+  auto values_of = [](const Flat& f, const std::string& key) -> const Json* {
+    if (!f.s.contains("properties") || !f.s["properties"].contains(key)) return nullptr;
+    const Json& p = f.s["properties"][key];
+    if (!p.is_object()) return nullptr;
+    if (p.contains("const")) return &p["const"];
+    return p.contains("enum") && p["enum"].is_array() ? &p["enum"] : nullptr;
+  };
+  auto required = [](const Flat& f, const std::string& key) {
+    if (!f.s.contains("required")) return false;
+    for (const auto& r : f.s["required"])
+      if (r == key) return true;
+    return false;
+  };
+  // A key one requires that the other forbids (additionalProperties: false, not listed).
+  auto forbids = [](const Flat& f, const std::string& key) {
+    const bool closed = f.s.contains("additionalProperties") && f.s["additionalProperties"] == false;
+    return closed && !(f.s.contains("properties") && f.s["properties"].contains(key));
+  };
+  for (const auto& [x, y] : {std::make_pair(&a, &b), std::make_pair(&b, &a)})
+    if (x->s.contains("required"))
+      for (const auto& r : x->s["required"])
+        if (r.is_string() && forbids(*y, r.get<std::string>())) return true;
+  if (!a.s.contains("properties") || !a.s["properties"].is_object()) return false;
+  for (const auto& [key, unused] : a.s["properties"].items()) {
+    if (!required(a, key) || !required(b, key)) continue;
+    const Json* va = values_of(a, key);
+    const Json* vb = values_of(b, key);
+    if (!va || !vb) continue;
+    const Json xa = va->is_array() ? *va : Json::array({*va});
+    const Json xb = vb->is_array() ? *vb : Json::array({*vb});
+    if (disjoint_values(xa, xb)) return true;
+  }
+  return false;
 }
 
 std::vector<std::string> Converter::types_of(const Json& s) const {
@@ -1454,7 +1538,10 @@ ExprId Converter::array_expr(const Flat& f) {
   if (hi >= 0 && lo > hi) return nothing();
   if (hi == 0) return braces('[', ']', -1, true);
   auto elem = [&](int64_t i) -> ExprId {
-    if (i < k) return b_.ref(rule_for(prefix[static_cast<size_t>(i)], child(f.path, "prefixItems", static_cast<size_t>(i)), "prefixItems"));
+    if (i < k) {
+      const auto at = static_cast<size_t>(i);
+      return b_.ref(rule_for(prefix[at], child(f.path, "prefixItems", at), "prefixItems"));
+    }
     return b_.ref(rule_for(items, child(f.path, "items"), "items"));
   };
   // tail(i): elements i.. each after a comma, given i elements already written.
@@ -1518,15 +1605,14 @@ ExprId Converter::canonical_char_except(const std::set<uint32_t>& excluded) {
   return b_.alt(std::move(alts));
 }
 
-int64_t Converter::count(const Json& s, const std::string& kw, const std::string& path, int64_t fallback) const {
+int64_t Converter::count(const Json& s, const std::string& kw, int64_t fallback) const {
   if (!s.contains(kw)) return fallback;
   const double v = s[kw].get<double>();
-  (void)path;
   return v > 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(v);
 }
 
 int64_t Converter::min_count(const Json& s, const std::string& kw, const std::string& path) const {
-  const int64_t n = count(s, kw, path, 0);
+  const int64_t n = count(s, kw, 0);
   if (n > kMaxCount)
     throw SchemaError(kw, child(path, kw), "'" + kw + "' above " + std::to_string(kMaxCount) + " is not supported");
   return n;
@@ -1534,7 +1620,7 @@ int64_t Converter::min_count(const Json& s, const std::string& kw, const std::st
 
 // -1: unbounded. Past the limit, strict refuses; otherwise the bound is dropped.
 int64_t Converter::max_count(const Json& s, const std::string& kw, const std::string& path) const {
-  const int64_t n = count(s, kw, path, -1);
+  const int64_t n = count(s, kw, -1);
   if (n > kMaxCount) {
     if (opt_.strict)
       throw SchemaError(kw, child(path, kw), "'" + kw + "' above " + std::to_string(kMaxCount) + " is not supported");
@@ -1546,8 +1632,14 @@ int64_t Converter::max_count(const Json& s, const std::string& kw, const std::st
 ExprId Converter::string_expr(const Flat& f) {
   const Json& s = f.s;
   if (s.contains("pattern")) {
-    if (s.contains("format")) conflict("format", f.path, "format together with pattern is not supported");
-    return quoted(bounded(pattern_expr(f), f, "pattern"));
+    ExprId content = pattern_expr(f);
+    const ExprId format = s.contains("format") ? format_expr(s["format"].get<std::string>(), f.path) : -1;
+    if (format >= 0) {
+      const ExprId both = pattern_and_format(content, format);
+      if (both >= 0) content = both;
+      else conflict("format", f.path, "format together with this pattern is not supported");
+    }
+    return quoted(bounded(content, f, "pattern"));
   }
   if (s.contains("format")) {
     const ExprId e = format_expr(s["format"].get<std::string>(), f.path);
@@ -1746,7 +1838,8 @@ int64_t Converter::nfa_estimate(ExprId e) {
   int64_t n = 1;
   if (x.kind == Expr::Seq || x.kind == Expr::Alt)
     for (ExprId k : x.kids) n = std::min<int64_t>(n + nfa_estimate(k), int64_t{1} << 40);
-  if (x.kind == Expr::Repeat) n = std::min<int64_t>(mul_len(nfa_estimate(x.kids[0]), std::max(x.max, x.min + 1)) + 1, int64_t{1} << 40);
+  if (x.kind == Expr::Repeat)
+    n = std::min<int64_t>(mul_len(nfa_estimate(x.kids[0]), std::max(x.max, x.min + 1)) + 1, int64_t{1} << 40);
   nfa_memo_[e] = n;
   return n;
 }
@@ -1784,7 +1877,8 @@ ExprId Converter::with_length(ExprId e, int64_t lo, int64_t hi) {
   }
   if (x.max < 0 || x.max > 4) throw TooLarge{};
   std::vector<ExprId> counts;  // a few variable-length items: one branch per count
-  for (int32_t n = x.min; n <= x.max; ++n) counts.push_back(seq_with_length(std::vector<ExprId>(static_cast<size_t>(n), kid), lo, hi));
+  for (int32_t n = x.min; n <= x.max; ++n)
+    counts.push_back(seq_with_length(std::vector<ExprId>(static_cast<size_t>(n), kid), lo, hi));
   return b_.alt(std::move(counts));
 }
 
@@ -1844,6 +1938,160 @@ ExprId Converter::split_with_length(ExprId left, ExprId right, bool enumerate_le
     alts.push_back(both_parts);
   }
   return b_.alt(std::move(alts));
+}
+
+// ---- a pattern together with a format --------------------------------------------------------
+//
+// A pattern anchored at the start only (^https?://) is searched for, so it means P then
+// anything, and when its anchored part P is a finite set of strings, P.anything & F is the
+// union over p in P of p . (F after p), where F after p is F's derivative by p's bytes
+// (Brzozowski). A fully anchored finite pattern keeps the p that F accepts. Other patterns
+// are not combined with a format.
+
+ExprId Converter::pattern_and_format(ExprId pattern, ExprId format) {
+  const Expr x = b_.expr(pattern);
+  const std::vector<ExprId> parts = x.kind == Expr::Alt ? x.kids : std::vector<ExprId>{pattern};
+  std::vector<ExprId> alts;
+  try {
+    for (ExprId part : parts) {
+      const Expr px = b_.expr(part);
+      const bool tail = px.kind == Expr::Seq && px.kids.size() >= 2 && any_tail(px.kids.back());
+      const ExprId core = tail ? b_.seq(std::vector<ExprId>(px.kids.begin(), px.kids.end() - 1)) : part;
+      const auto strings = finite_strings(core);
+      if (!strings) return -1;
+      for (const auto& p : *strings) {
+        ExprId rest = format;
+        for (char c : p)
+          if (rest >= 0) rest = derive(rest, static_cast<uint8_t>(c));
+        if (rest < 0) continue;
+        if (tail) alts.push_back(b_.seq({lit(p), rest}));
+        else if (matches_empty(rest)) alts.push_back(lit(p));
+      }
+    }
+  } catch (const TooLarge&) {
+    return -1;
+  }
+  return b_.alt(std::move(alts));
+}
+
+// The strings of a repetition-free expression, when there are at most 64.
+std::optional<std::vector<std::string>> Converter::finite_strings(ExprId e) {
+  constexpr size_t kLimit = 64;
+  const Expr x = b_.expr(e);
+  std::vector<std::string> out;
+  switch (x.kind) {
+    case Expr::Empty: return std::vector<std::string>{""};
+    case Expr::Bytes:
+      for (int c = 0; c < 256; ++c)
+        if (x.bytes.has(static_cast<uint8_t>(c))) out.push_back(std::string(1, static_cast<char>(c)));
+      break;
+    case Expr::Alt:
+      for (ExprId k : x.kids) {
+        const auto sub = finite_strings(k);
+        if (!sub) return std::nullopt;
+        out.insert(out.end(), sub->begin(), sub->end());
+        if (out.size() > kLimit) return std::nullopt;
+      }
+      break;
+    case Expr::Seq:
+      out = {""};
+      for (ExprId k : x.kids) {
+        const auto sub = finite_strings(k);
+        if (!sub || out.size() * sub->size() > kLimit) return std::nullopt;
+        std::vector<std::string> next;
+        for (const auto& a : out)
+          for (const auto& b : *sub) next.push_back(a + b);
+        out = std::move(next);
+      }
+      break;
+    case Expr::Repeat: {
+      if (x.max < 0 || x.max > 16) return std::nullopt;
+      std::vector<ExprId> copies;
+      std::vector<ExprId> counts;
+      for (int32_t n = 0; n <= x.max; ++n) {
+        if (n >= x.min) counts.push_back(b_.seq(copies));
+        copies.push_back(x.kids[0]);
+      }
+      return finite_strings(b_.alt(std::move(counts)));
+    }
+    default: return std::nullopt;
+  }
+  if (out.size() > kLimit) return std::nullopt;
+  return out;
+}
+
+// The "anything" a searched pattern is wrapped in: a repetition of one character whose
+// first bytes cover every character JSON strings allow.
+bool Converter::any_tail(ExprId e) {
+  const Expr& x = b_.expr(e);
+  if (x.kind != Expr::Repeat || x.min != 0 || x.max != -1) return false;
+  const CharLen c = char_len(x.kids[0]);
+  if (!c.ok || c.min != 1 || c.max != 1) return false;
+  ByteSet first;
+  std::vector<ExprId> todo{x.kids[0]};
+  while (!todo.empty()) {
+    const Expr& k = b_.expr(todo.back());
+    todo.pop_back();
+    if (k.kind == Expr::Bytes) first = first | k.bytes;
+    else if (k.kind == Expr::Alt) todo.insert(todo.end(), k.kids.begin(), k.kids.end());
+    else if (k.kind == Expr::Seq && !k.kids.empty()) todo.push_back(k.kids[0]);
+  }
+  ByteSet starters = ByteSet::range(0x20, 0x7F) | ByteSet::range(0xC2, 0xF4);
+  starters.bits[0] &= ~(uint64_t{1} << '"');  // a quote only ever comes escaped
+  return (first | starters) == first;
+}
+
+bool Converter::matches_empty(ExprId e) {
+  const Expr& x = b_.expr(e);
+  switch (x.kind) {
+    case Expr::Empty: return true;
+    case Expr::Seq:
+      for (ExprId k : x.kids)
+        if (!matches_empty(k)) return false;
+      return true;
+    case Expr::Alt:
+      for (ExprId k : x.kids)
+        if (matches_empty(k)) return true;
+      return false;
+    case Expr::Repeat: return x.min == 0 || matches_empty(x.kids[0]);
+    case Expr::Bytes: return false;
+    default: throw TooLarge{};
+  }
+}
+
+// The strings of e that start with byte c, without it; -1 for none.
+ExprId Converter::derive(ExprId e, uint8_t c) {
+  const Expr x = b_.expr(e);  // a copy: the builder grows below
+  switch (x.kind) {
+    case Expr::Empty: return -1;
+    case Expr::Bytes: return x.bytes.has(c) ? b_.empty() : -1;
+    case Expr::Seq: {
+      std::vector<ExprId> alts;
+      for (size_t i = 0; i < x.kids.size(); ++i) {
+        const ExprId d = derive(x.kids[i], c);
+        if (d >= 0) {
+          std::vector<ExprId> rest{d};
+          rest.insert(rest.end(), x.kids.begin() + static_cast<std::ptrdiff_t>(i) + 1, x.kids.end());
+          alts.push_back(b_.seq(std::move(rest)));
+        }
+        if (!matches_empty(x.kids[i])) break;
+      }
+      return alts.empty() ? -1 : b_.alt(std::move(alts));
+    }
+    case Expr::Alt: {
+      std::vector<ExprId> alts;
+      for (ExprId k : x.kids)
+        if (const ExprId d = derive(k, c); d >= 0) alts.push_back(d);
+      return alts.empty() ? -1 : b_.alt(std::move(alts));
+    }
+    case Expr::Repeat: {
+      if (x.max == 0) return -1;
+      const ExprId d = derive(x.kids[0], c);
+      if (d < 0) return -1;
+      return b_.seq({d, b_.repeat(x.kids[0], std::max(x.min - 1, 0), x.max < 0 ? -1 : x.max - 1)});
+    }
+    default: throw TooLarge{};
+  }
 }
 
 // ---- numbers ---------------------------------------------------------------------------------
@@ -2002,7 +2250,8 @@ ExprId Converter::magnitude_range(const Bound& lo, const std::optional<Bound>& h
 
 // An optional ".digits" whose value 0.digits lies within the bounds (their fraction parts).
 ExprId Converter::fraction(const std::optional<Bound>& lo, const std::optional<Bound>& hi) {
-  const bool zero_ok = (!lo || (lo->value.frac.empty() && !lo->exclusive)) && (!hi || !hi->value.frac.empty() || !hi->exclusive);
+  const bool zero_ok =
+      (!lo || (lo->value.frac.empty() && !lo->exclusive)) && (!hi || !hi->value.frac.empty() || !hi->exclusive);
   const std::string lf = lo ? lo->value.frac : "", hf = hi ? hi->value.frac : "";
   const ExprId digits_part = fraction_digits(lf, lo && lo->exclusive, hf, hi && hi->exclusive, 0, lo.has_value(),
                                              hi.has_value(), true);
@@ -2028,14 +2277,17 @@ ExprId Converter::fraction_digits(const std::string& lo, bool lo_excl, const std
   if (!need_digit && !tlo) alts.push_back(b_.empty());
   const char l = tlo && i < lo.size() ? lo[i] : '0';
   const char h = thi ? hi[i] : '9';
+  auto next = [&](bool still_lo, bool still_hi) {
+    return fraction_digits(lo, lo_excl, hi, hi_excl, i + 1, still_lo, still_hi, false);
+  };
   if (tlo && thi && l == h) {
-    alts.push_back(b_.seq({lit(std::string(1, l)), fraction_digits(lo, lo_excl, hi, hi_excl, i + 1, true, true, false)}));
+    alts.push_back(b_.seq({lit(std::string(1, l)), next(true, true)}));
     return b_.alt(std::move(alts));
   }
-  if (tlo) alts.push_back(b_.seq({lit(std::string(1, l)), fraction_digits(lo, lo_excl, hi, hi_excl, i + 1, true, false, false)}));
+  if (tlo) alts.push_back(b_.seq({lit(std::string(1, l)), next(true, false)}));
   const char from = static_cast<char>(tlo ? l + 1 : '0'), to = static_cast<char>(thi ? h - 1 : '9');
   if (from <= to) alts.push_back(b_.seq({range(from, to), b_.star(digit())}));
-  if (thi) alts.push_back(b_.seq({lit(std::string(1, h)), fraction_digits(lo, lo_excl, hi, hi_excl, i + 1, false, true, false)}));
+  if (thi) alts.push_back(b_.seq({lit(std::string(1, h)), next(false, true)}));
   return b_.alt(std::move(alts));
 }
 

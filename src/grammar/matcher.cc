@@ -386,7 +386,7 @@ void Matcher::fill_mask(std::span<uint64_t> words) const {
     // prefix with the previous token; a prefix that died kills every token extending it.
     if (m.uncertain.empty()) continue;
     Runner run(g, &nodes_);
-    std::vector<Level> levels(256);
+    thread_local std::vector<Level> levels(256);  // scratch: no allocation once warm
     load(c.stacks, nodes_, levels[0]);
     size_t valid = 0;       // levels[0..valid] hold the previous token's prefix
     size_t dead_at = 256;   // depth whose level died on the previous path
