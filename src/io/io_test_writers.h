@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -30,11 +31,17 @@ inline void put_str(std::string& out, const std::string& s) {
   out += s;
 }
 
-// A fresh path under the gtest temp dir; unique per call within the process.
+// A fresh path under the gtest temp dir; unique per call within the process. Whatever an
+// earlier process of the same pid left there is removed: test.sh runs the suite twice (plain,
+// then ASan), a test per process, and a reused pid once found another test's
+// hf_quant_config.json in "its" folder.
 inline std::string temp_path(const std::string& stem) {
   static int counter = 0;
-  return ::testing::TempDir() + "zen_io_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) +
-         "_" + stem;
+  const std::string path = ::testing::TempDir() + "zen_io_" + std::to_string(::getpid()) + "_" +
+                           std::to_string(counter++) + "_" + stem;
+  std::error_code ignored;
+  std::filesystem::remove_all(path, ignored);
+  return path;
 }
 
 inline void write_file(const std::string& path, const std::string& bytes) {
