@@ -311,7 +311,7 @@ def test_errors_name_the_parameter(zen_server):
     client = zen_server.client()
     e = error_of(lambda: client.chat.completions.create(model=zen_server.model, messages=USER, temperature=7))
     assert e.status_code == 400 and e.body["param"] == "temperature" and "temperature" in e.body["message"]
-    e = error_of(lambda: client.chat.completions.create(model=zen_server.model, messages=USER, n=3))
+    e = error_of(lambda: client.chat.completions.create(model=zen_server.model, messages=USER, n=17))
     assert e.status_code == 400 and e.body["param"] == "n"
     e = error_of(lambda: client.chat.completions.create(model="no-such-model", messages=USER))
     assert e.status_code == 404 and e.body["param"] == "model"

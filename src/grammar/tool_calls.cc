@@ -113,18 +113,23 @@ int32_t tool_call_rules(GrammarBuilder& b, const ToolGrammarSpec& spec) {
     // After the prefilled opening: the rest of this one call.
     const ExprId rest = hermes ? b.seq({b.ref(arguments_rule(b, *t)), b.literal("}")})
                                : b.seq({xml_parameters(b, *t), b.literal("</function>")});
-    b.set_body(root, b.seq({rest, b.literal("\n</tool_call>")}));
+    b.set_body(root, b.seq({rest, b.literal("\n</tool_call>"), b.repeat(b.bytes(ByteSet::of('\n')), 0, 2)}));
     return root;
   }
   const int32_t call = b.add_rule("call");
   std::vector<ExprId> any;
   for (const Tool& t : tools) any.push_back(hermes ? hermes_call(b, t) : xml_call(b, t));
   b.set_body(call, b.alt(std::move(any)));
-  // One call closed, then any further calls (parallel tool calls).
+  // One call closed, then any further calls (parallel tool calls), then the line break models
+  // write before their end-of-turn token (without it a model that wants "\n" is pushed into
+  // another call).
   const ExprId calls = b.seq({b.ref(call), b.literal("\n</tool_call>"),
-                              b.star(b.seq({b.literal("\n<tool_call>\n"), b.ref(call), b.literal("\n</tool_call>")}))});
+                              b.star(b.seq({b.literal("\n<tool_call>\n"), b.ref(call), b.literal("\n</tool_call>")})),
+                              b.repeat(b.bytes(ByteSet::of('\n')), 0, 2)});
   if (spec.mode == ToolGrammarSpec::Mode::Required) {
-    b.set_body(root, calls);  // "<tool_call>\n" is in the prompt
+    // One call ("<tool_call>\n" is in the prompt): small models offered further calls keep
+    // calling (the default model repeats the call of a few-shot turn); "auto" allows several.
+    b.set_body(root, b.seq({b.ref(call), b.literal("\n</tool_call>"), b.repeat(b.bytes(ByteSet::of('\n')), 0, 2)}));
   } else {
     b.set_body(root, b.alt({b.until(std::string("<tool_call>"), true),
                             b.seq({b.until(std::string("<tool_call>")), b.literal("\n"), calls})}));

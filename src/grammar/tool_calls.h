@@ -17,7 +17,7 @@ namespace zen::grammar {
 struct ToolGrammarSpec {
   enum class Format { Hermes, Qwen3Xml } format = Format::Hermes;
   // Auto: free text, and calls once "<tool_call>" opens one (a lazy grammar);
-  // Required: one or more calls of any tool; Named: one call of `name`.
+  // Required: one call of any tool; Named: one call of `name`.
   enum class Mode { Auto, Required, Named } mode = Mode::Auto;
   std::string name;
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // OpenAI "tools"
