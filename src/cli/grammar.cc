@@ -4,12 +4,12 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/mmap.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "grammar/compile.h"
@@ -23,20 +23,12 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read ", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 grammar::GrammarSpec spec_from_flags(const Flags& f) {
   grammar::GrammarSpec spec;
   int given = 0;
   if (f.has("json-schema")) {
     spec.kind = grammar::GrammarSpec::Kind::JsonSchema;
-    spec.text = read_file(f.str("json-schema"));
+    spec.text = read_text_file(f.str("json-schema"));
     ++given;
   }
   if (f.has("regex")) {
@@ -46,7 +38,7 @@ grammar::GrammarSpec spec_from_flags(const Flags& f) {
   }
   if (f.has("gbnf")) {
     spec.kind = grammar::GrammarSpec::Kind::Gbnf;
-    spec.text = read_file(f.str("gbnf"));
+    spec.text = read_text_file(f.str("gbnf"));
     ++given;
   }
   if (f.flag("json")) {
@@ -109,7 +101,7 @@ struct Stats {
 // process (one vocabulary, token classes shared between schemas as in a server).
 int run_batch(const std::string& path, const Tokenizer& tok, const std::shared_ptr<const grammar::Vocabulary>& vocab,
               bool strict) {
-  std::istringstream lines(read_file(path));
+  std::istringstream lines(read_text_file(path));
   std::string line;
   Stats compile_ms;
   std::vector<double> mask_us;
@@ -188,7 +180,7 @@ int grammar_command(int argc, char** argv) {
   std::vector<double> mask_us;
   bool all = true;
   for (const std::string& path : f.positional()) {
-    const CheckResult r = check_text(cg, *tok, read_file(path), mask_us);
+    const CheckResult r = check_text(cg, *tok, read_text_file(path), mask_us);
     all = all && r.accepted;
     if (r.accepted) {
       std::printf("%s: accepted\n", path.c_str());

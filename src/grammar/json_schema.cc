@@ -286,22 +286,8 @@ std::vector<uint32_t> code_points(std::string_view s) {
 
 // The spelling json.dumps(ensure_ascii=False) gives a character inside a string.
 std::string canonical_spelling(uint32_t cp) {
-  switch (cp) {
-    case '"': return "\\\"";
-    case '\\': return "\\\\";
-    case '\b': return "\\b";
-    case '\f': return "\\f";
-    case '\n': return "\\n";
-    case '\r': return "\\r";
-    case '\t': return "\\t";
-    default: break;
-  }
-  std::string s;
-  if (cp < 0x20) {
-    static const char* kHex = "0123456789abcdef";
-    return std::string("\\u00") + kHex[cp >> 4] + kHex[cp & 15];
-  }
-  unicode::append_utf8(s, cp);
+  std::string s = json_escape(cp);
+  if (s.empty()) unicode::append_utf8(s, cp);
   return s;
 }
 

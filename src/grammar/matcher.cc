@@ -8,11 +8,6 @@
 
 namespace zen::grammar {
 
-namespace {
-
-constexpr int32_t kRoot = -1;     // below the root rule's frame: popping it ends the grammar
-constexpr int32_t kUnknown = -2;  // below the walked state: popping it leaves its rule
-
 // A set of cursors, each a stack: persistent base node (or a sentinel) under local frames,
 // laid out flat as [base, n, frame_0 .. frame_n-1] ...; frame_n-1 is the current state.
 struct Level {
@@ -27,6 +22,11 @@ struct Level {
   }
   bool alive() const { return !data.empty(); }
 };
+
+namespace {
+
+constexpr int32_t kRoot = -1;     // below the root rule's frame: popping it ends the grammar
+constexpr int32_t kUnknown = -2;  // below the walked state: popping it leaves its rule
 
 uint64_t hash_frames(int32_t base, const int32_t* f, size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(static_cast<uint32_t>(base));
@@ -282,16 +282,22 @@ Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std:
   Level start;
   const int32_t root_start = g.rule_start(g.root());
   run.close_stack(kRoot, std::span<const int32_t>(&root_start, 1), start);
+  history_.push_back(commit(start));
+}
+
+Matcher::Config Matcher::commit(const Level& level) {
   Config c;
-  c.accepting = start.accepted;
-  for (size_t pos = 0; pos < start.data.size();) {
-    int32_t node = start.data[pos];
-    const auto n = static_cast<size_t>(start.data[pos + 1]);
-    for (size_t i = 0; i < n; ++i) node = intern(start.data[pos + 2 + i], node);
+  c.accepting = level.accepted;
+  for (size_t pos = 0; pos < level.data.size();) {
+    int32_t node = level.data[pos];
+    const auto n = static_cast<size_t>(level.data[pos + 1]);
+    for (size_t i = 0; i < n; ++i) node = intern(level.data[pos + 2 + i], node);
     c.stacks.push_back(node);
     pos += 2 + n;
   }
-  history_.push_back(std::move(c));
+  std::sort(c.stacks.begin(), c.stacks.end());
+  c.stacks.erase(std::unique(c.stacks.begin(), c.stacks.end()), c.stacks.end());
+  return c;
 }
 
 namespace {
@@ -325,27 +331,17 @@ bool Matcher::allows(int32_t token) const {
 }
 
 bool Matcher::advance(int32_t token) {
-  if (!allows(token)) return false;
   const Vocabulary& v = grammar_->vocab();
-  Config next;
+  if (token < 0 || token >= v.size()) return false;
   if (std::find(v.stop_ids().begin(), v.stop_ids().end(), token) != v.stop_ids().end()) {
-    next.accepting = true;  // after a stop token nothing else is allowed
-    history_.push_back(std::move(next));
+    if (!accepting()) return false;
+    history_.push_back(Config{{}, true});  // after a stop token nothing else is allowed
     return true;
   }
+  const std::string& bytes = v.bytes(token);
   Level a, b;
-  run_token(grammar_->grammar(), nodes_, history_.back().stacks, v.bytes(token), a, b);
-  next.accepting = a.accepted;
-  for (size_t pos = 0; pos < a.data.size();) {
-    int32_t node = a.data[pos];
-    const auto n = static_cast<size_t>(a.data[pos + 1]);
-    for (size_t i = 0; i < n; ++i) node = intern(a.data[pos + 2 + i], node);
-    next.stacks.push_back(node);
-    pos += 2 + n;
-  }
-  std::sort(next.stacks.begin(), next.stacks.end());
-  next.stacks.erase(std::unique(next.stacks.begin(), next.stacks.end()), next.stacks.end());
-  history_.push_back(std::move(next));
+  if (bytes.empty() || !run_token(grammar_->grammar(), nodes_, history_.back().stacks, bytes, a, b)) return false;
+  history_.push_back(commit(a));
   return true;
 }
 

@@ -40,6 +40,8 @@ class CompiledGrammar {
   mutable std::unordered_map<int32_t, std::shared_ptr<const TokenClasses>> masks_;
 };
 
+struct Level;  // matcher.cc: a set of stacks while bytes are stepped
+
 class Matcher {
  public:
   explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar);
@@ -76,6 +78,8 @@ class Matcher {
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, int32_t> node_ids_;
   int32_t intern(int32_t state, int32_t parent);
+  // A level's stacks as a configuration of persistent nodes.
+  Config commit(const Level& level);
   friend class Runner;
 };
 

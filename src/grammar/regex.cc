@@ -15,6 +15,23 @@
 #include "tokenizer/unicode.h"
 
 namespace zen::grammar {
+
+std::string json_escape(uint32_t cp) {
+  switch (cp) {
+    case '"': return "\\\"";
+    case '\\': return "\\\\";
+    case '\b': return "\\b";
+    case '\f': return "\\f";
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    default: break;
+  }
+  if (cp >= 0x20) return {};
+  static const char* kHex = "0123456789abcdef";  // json.dumps writes lowercase: \u001f
+  return std::string("\\u00") + kHex[cp >> 4] + kHex[cp & 15];
+}
+
 namespace {
 
 constexpr uint32_t kMaxCodepoint = 0x10FFFF;
@@ -428,22 +445,6 @@ void simplify_for_search(Node& tree) {
   if (free_right) absorb(tree, false);
 }
 
-// The JSON string spelling of a character that needs an escape, or "" for one written as is.
-std::string json_escape(uint32_t cp) {
-  switch (cp) {
-    case '"': return "\\\"";
-    case '\\': return "\\\\";
-    case '\b': return "\\b";
-    case '\f': return "\\f";
-    case '\n': return "\\n";
-    case '\r': return "\\r";
-    case '\t': return "\\t";
-    default: break;
-  }
-  if (cp >= 0x20) return {};
-  static const char* kHex = "0123456789abcdef";  // json.dumps writes lowercase: \u001f
-  return std::string("\\u00") + kHex[cp >> 4] + kHex[cp & 15];
-}
 
 // The spelling of one code point: itself in UTF-8 or, in JSON string mode, its escape.
 std::string spelling(uint32_t cp, bool json) {

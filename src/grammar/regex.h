@@ -1,6 +1,8 @@
 // Regular expressions (the ECMAScript / Python subset JSON Schema `pattern` and vLLM's
 // guided_regex use) compiled into a grammar expression.
 #pragma once
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "grammar/grammar.h"
@@ -18,6 +20,10 @@ struct RegexOptions {
   // as \uXXXX escapes are not produced: one spelling per character, the shortest).
   bool json_string = false;
 };
+
+// How json.dumps spells a character that needs an escape inside a string (\" \\ \n ...,
+// \u00XX for other controls), or "" for a character written as is.
+std::string json_escape(uint32_t cp);
 
 // Throws zen::Error naming the position and the construct for what it cannot compile
 // (backreferences, lookaround), never silently approximating.
