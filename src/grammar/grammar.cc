@@ -3,6 +3,7 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -758,11 +759,40 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int32_t root) const {
     }
   }
   g->build_tables();
+  g->find_short_rules();
   return g;
 }
 
-std::string Grammar::state_key(int32_t start) const {
+std::string Grammar::state_key(int32_t start, int depth) const {
   constexpr size_t kMaxKeyedStates = 4096;
+  // Pass 1: each state's least byte depth from start (a 0-1 search: a call reaches its callee's
+  // start at once, and its return state one byte later at least when the callee must begin
+  // with a byte). States at `depth` are not expanded.
+  std::unordered_map<int32_t, int32_t> dist{{start, 0}};
+  std::deque<int32_t> todo{start};
+  auto relax = [&](int32_t s, int32_t d, bool front) {
+    auto [it, fresh] = dist.emplace(s, d);
+    if (!fresh && it->second <= d) return;
+    it->second = d;
+    if (front) todo.push_front(s);
+    else todo.push_back(s);
+  };
+  while (!todo.empty()) {
+    if (dist.size() > kMaxKeyedStates) return "";
+    const int32_t s = todo.front();
+    todo.pop_front();
+    const int32_t d = dist[s];
+    if (d >= depth) continue;
+    const State& st = states_[static_cast<size_t>(s)];
+    for (const ByteEdge& e : st.bytes) relax(e.to, d + 1, false);
+    for (const CallEdge& c : st.calls) {
+      const State& callee = states_[static_cast<size_t>(rule_start(c.rule))];
+      const bool consumes = !callee.accepting && callee.calls.empty();
+      relax(rule_start(c.rule), d, true);
+      relax(c.to, d + (consumes ? 1 : 0), !consumes);
+    }
+  }
+  // Pass 2: states numbered in discovery order; a frontier state is keyed by its depth alone.
   std::unordered_map<int32_t, int32_t> canon;  // state -> discovery index
   std::vector<int32_t> order{start};
   canon[start] = 0;
@@ -771,10 +801,13 @@ std::string Grammar::state_key(int32_t start) const {
     if (fresh) order.push_back(s);
     return it->second;
   };
-  std::string key;
+  std::string key = "D" + std::to_string(depth) + ":";
   for (size_t i = 0; i < order.size(); ++i) {
-    if (order.size() > kMaxKeyedStates) return "";
     const State& st = states_[static_cast<size_t>(order[i])];
+    if (dist.at(order[i]) >= depth) {
+      key += "F;";
+      continue;
+    }
     key += st.accepting ? 'A' : 'S';
     for (const ByteEdge& e : st.bytes) {
       key += 'b';
@@ -791,6 +824,29 @@ std::string Grammar::state_key(int32_t start) const {
     key += ';';
   }
   return key;
+}
+
+void Grammar::find_short_rules() {
+  constexpr int32_t kShortBytes = 16;  // a JSON surrogate pair escaped is 12 bytes
+  short_rule_.assign(rule_start_.size(), 0);
+  std::vector<std::vector<int32_t>> of_rule(rule_start_.size());
+  for (size_t s = 0; s < states_.size(); ++s) of_rule[static_cast<size_t>(states_[s].rule)].push_back(static_cast<int32_t>(s));
+  for (size_t r = 0; r < rule_start_.size(); ++r) {
+    if (rule_start_[r] < 0) continue;
+    bool leaf = true;
+    for (int32_t s : of_rule[r]) leaf = leaf && states_[static_cast<size_t>(s)].calls.empty();
+    if (!leaf) continue;
+    // Every path ends within kShortBytes bytes (a cycle never does): step the set of states
+    // reachable after n bytes until it empties.
+    std::set<int32_t> here{rule_start_[r]};
+    for (int32_t n = 0; n <= kShortBytes && !here.empty(); ++n) {
+      std::set<int32_t> next;
+      for (int32_t s : here)
+        for (const ByteEdge& e : states_[static_cast<size_t>(s)].bytes) next.insert(e.to);
+      here = std::move(next);
+    }
+    short_rule_[r] = here.empty();
+  }
 }
 
 void Grammar::build_tables() {

@@ -158,10 +158,18 @@ class Grammar {
     return table_[static_cast<size_t>(table_at_[static_cast<size_t>(s)]) + rule_class_[static_cast<size_t>(st.rule)][b]];
   }
   int32_t num_states() const { return static_cast<int32_t>(states_.size()); }
-  // A canonical text of everything reachable from state s (its rule's remaining automaton,
-  // the rules it calls, theirs...): equal keys in two grammars mean the same language from
-  // there, so a state's token classes can be shared. "" when that part is too large to key.
-  std::string state_key(int32_t s) const;
+  // A canonical text of what can happen from state s within the next `depth` bytes (its
+  // rule's automaton, the rules it calls, theirs...; states first reachable only after
+  // `depth` bytes are keyed as a frontier): equal keys in two grammars mean the same
+  // strings of fewer than `depth` bytes from there, so a state's token classes, for tokens
+  // that short, can be shared. Bounding the depth lets the states of a long count (a string
+  // of at most 5000 characters) share one key while far from the end. "" when even that
+  // part is too large to key.
+  std::string state_key(int32_t s, int depth) const;
+  // A rule without calls whose strings are all short (a character, an escape): a token
+  // usually finishes it partway, so the matcher classifies its states together with the
+  // caller's return state below (see matcher.h).
+  bool short_rule(int32_t rule) const { return short_rule_[static_cast<size_t>(rule)] != 0; }
   // After build(): rule bodies are deterministic over bytes and calls (a state's byte edges
   // are disjoint), every state can still reach its rule's end, every rule matches something,
   // and no rule can call itself before consuming a byte (closures terminate).
@@ -175,7 +183,9 @@ class Grammar {
   std::vector<std::array<uint8_t, 256>> rule_class_;  // [rule][byte] -> class
   std::vector<int32_t> table_at_;                     // [state] -> offset in table_
   std::vector<int32_t> table_;                        // targets, one per class of the rule
+  std::vector<char> short_rule_;                      // [rule]
   void build_tables();
+  void find_short_rules();
 };
 
 // Whether the grammar, started at its root, matches all of text (a byte-level simulation of

@@ -145,20 +145,25 @@ class Runner {
 CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
 
-const TokenClasses& CompiledGrammar::masks(int32_t state) const {
+const TokenClasses& CompiledGrammar::masks(int32_t state, int32_t below) const {
+  const uint64_t id = (static_cast<uint64_t>(static_cast<uint32_t>(below)) << 32) | static_cast<uint32_t>(state);
   {
     std::lock_guard lock(mu_);
-    auto it = masks_.find(state);
+    auto it = masks_.find(id);
     if (it != masks_.end()) return *it->second;
   }
-  const std::string key = grammar_->state_key(state);
+  std::string key = grammar_->state_key(state, kClassDepth);
+  if (below >= 0 && !key.empty()) {
+    const std::string under = grammar_->state_key(below, kClassDepth);
+    key = under.empty() ? "" : key + "|" + under;
+  }
   std::shared_ptr<const TokenClasses> m = key.empty() ? nullptr : vocab_->shared_classes(key);
   if (!m) {
-    m = std::make_shared<const TokenClasses>(classify(state));
+    m = std::make_shared<const TokenClasses>(classify(state, below));
     if (!key.empty()) vocab_->share_classes(key, m);
   }
   std::lock_guard lock(mu_);
-  auto [it, fresh] = masks_.emplace(state, std::move(m));
+  auto [it, fresh] = masks_.emplace(id, std::move(m));
   return *it->second;
 }
 
@@ -167,17 +172,18 @@ void CompiledGrammar::precompute() const {
     if (!grammar_->state(s).bytes.empty()) masks(s);
 }
 
-TokenClasses CompiledGrammar::classify(int32_t state) const {
+TokenClasses CompiledGrammar::classify(int32_t state, int32_t below) const {
   const auto& nodes = vocab_->nodes();
   const auto& sorted = vocab_->sorted();
   Runner run(*grammar_, nullptr);
   thread_local std::vector<Level> levels(256);  // scratch, reused: most walks are short
   levels[0].clear();
-  levels[0].data = {kUnknown, 1, state};
+  if (below >= 0) levels[0].data = {kUnknown, 2, below, state};
+  else levels[0].data = {kUnknown, 1, state};
   // simple[d] >= 0: levels[d] is the single stack [simple[d]] over kUnknown (inside a string
   // or number most of the trie is walked so; stepping it is one transition).
   std::vector<int32_t> simple(256, -1);
-  simple[0] = state;
+  simple[0] = below >= 0 ? -1 : state;
   std::vector<char> popped_before(257, 0);  // a run left the rule at a depth < d
   auto next_of = [&](int32_t from, uint8_t b) { return grammar_->next(from, b); };
   std::vector<uint64_t> allowed(static_cast<size_t>(vocab_->size() + 63) / 64, 0);
@@ -196,6 +202,11 @@ TokenClasses CompiledGrammar::classify(int32_t state) const {
   for (size_t i = 0; i < nodes.size();) {
     const Vocabulary::Node& nd = nodes[i];
     const size_t d = nd.depth;
+    if (d >= kClassDepth) {  // beyond what the key saw: check at mask time
+      for (int32_t k = nd.tok_begin; k < nd.tok_end; ++k) uncertain(sorted[static_cast<size_t>(k)]);
+      i = static_cast<size_t>(nd.end);
+      continue;
+    }
     Level& here = levels[d];
     simple[d] = -1;
     bool alive, popped;
@@ -367,12 +378,15 @@ void Matcher::fill_mask(std::span<uint64_t> words) const {
   if (c.accepting)
     for (int32_t t : v.stop_ids()) set(t);
   const Grammar& g = grammar_->grammar();
-  std::vector<int32_t> seen_states;
+  std::vector<std::pair<int32_t, int32_t>> seen;  // (state, below) classified
   for (int32_t id : c.stacks) {
-    const int32_t s = nodes_[static_cast<size_t>(id)].state;
-    if (std::find(seen_states.begin(), seen_states.end(), s) != seen_states.end()) continue;
-    seen_states.push_back(s);
-    const TokenClasses& m = grammar_->masks(s);
+    const Node& top = nodes_[static_cast<size_t>(id)];
+    const int32_t below = g.short_rule(g.state(top.state).rule) && top.parent >= 0
+                              ? nodes_[static_cast<size_t>(top.parent)].state
+                              : -1;
+    if (std::find(seen.begin(), seen.end(), std::pair{top.state, below}) != seen.end()) continue;
+    seen.emplace_back(top.state, below);
+    const TokenClasses& m = grammar_->masks(top.state, below);
     if (!m.allowed_bits.empty()) {
       for (size_t w = 0; w < m.allowed_bits.size(); ++w) words[w] |= m.allowed_bits[w];
     } else {

@@ -6,7 +6,9 @@
 // computed once per state by walking the vocabulary trie from s alone (xgrammar's idea):
 // tokens that s's rule accepts without finishing (allowed whatever lies below), tokens it
 // rejects, and the few that finish the rule partway (uncertain: checked against the real
-// stack, sharing prefixes between consecutive tokens).
+// stack, sharing prefixes between consecutive tokens). Where s's rule is short (one
+// character of a long counted string), almost every token finishes it, so the walk starts
+// from s over the state below it instead.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,16 +30,21 @@ class CompiledGrammar {
   const Grammar& grammar() const { return *grammar_; }
   const Vocabulary& vocab() const { return *vocab_; }
 
-  const TokenClasses& masks(int32_t state) const;  // computed (or shared) on first use
+  // Classes of tokens from a stack whose top is `state` (with `below`, the return state
+  // under it, when state's rule is short; else -1): computed (or shared) on first use.
+  const TokenClasses& masks(int32_t state, int32_t below = -1) const;
   // Computes every state's masks now (for timing compile and first mask apart).
   void precompute() const;
+  // Tokens of this many bytes or more are always checked against the stack: the classes of
+  // a state depend on the grammar this far ahead only, so more states share them.
+  static constexpr int kClassDepth = 32;
 
  private:
-  TokenClasses classify(int32_t state) const;
+  TokenClasses classify(int32_t state, int32_t below) const;
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const Vocabulary> vocab_;
   mutable std::mutex mu_;
-  mutable std::unordered_map<int32_t, std::shared_ptr<const TokenClasses>> masks_;
+  mutable std::unordered_map<uint64_t, std::shared_ptr<const TokenClasses>> masks_;  // (below, state)
 };
 
 struct Level;  // matcher.cc: a set of stacks while bytes are stepped

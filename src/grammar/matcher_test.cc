@@ -1,5 +1,6 @@
 #include "grammar/matcher.h"
 
+#include <algorithm>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -45,47 +46,95 @@ std::shared_ptr<const Vocabulary> random_vocab(std::mt19937& rng, int n) {
 
 bool bit(const std::vector<uint64_t>& w, int32_t t) { return (w[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1; }
 
+// Walks the grammar by random allowed tokens (rolling back now and then), checking at every
+// step that the mask, allows() and accepting() equal the byte-level reference. Returns the
+// longest text walked.
+size_t expect_masks_match_reference(const std::shared_ptr<const Grammar>& g, const std::shared_ptr<const Vocabulary>& vocab,
+                                  std::mt19937& rng, int steps, const std::string& label) {
+  auto cg = std::make_shared<CompiledGrammar>(g, vocab);
+  Matcher m(cg);
+  std::string text;
+  std::vector<std::string> texts{text};
+  std::vector<uint64_t> mask(static_cast<size_t>(vocab->size() + 63) / 64);
+  size_t longest = 0;
+  for (int step = 0; step < steps; ++step) {
+    longest = std::max(longest, text.size());
+    m.fill_mask(mask);
+    std::vector<int32_t> allowed;
+    for (int32_t t = 0; t < vocab->size(); ++t) {
+      bool expect;
+      if (t == vocab->stop_ids()[0]) {
+        expect = accepts(*g, text);
+      } else if (vocab->bytes(t).empty()) {
+        expect = false;
+      } else {
+        const std::string next = text + vocab->bytes(t);
+        expect = viable_prefix(*g, next) == next.size();
+      }
+      EXPECT_EQ(bit(mask, t), expect) << label << " text '" << text << "' token '" << vocab->bytes(t) << "'";
+      EXPECT_EQ(m.allows(t), expect);
+      if (::testing::Test::HasFailure()) return longest;
+      if (expect) allowed.push_back(t);
+    }
+    EXPECT_EQ(m.accepting(), accepts(*g, text));
+    EXPECT_FALSE(allowed.empty()) << text;
+    if (::testing::Test::HasFailure()) return longest;
+    const int32_t t = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+    if (t == vocab->stop_ids()[0]) break;
+    EXPECT_TRUE(m.advance(t));
+    text += vocab->bytes(t);
+    texts.push_back(text);
+    if (step % 7 == 6) {  // roll back two tokens now and then
+      m.rollback(2);
+      texts.resize(texts.size() - 2);
+      text = texts.back();
+    }
+  }
+  return longest;
+}
+
 TEST(Matcher, MaskEqualsByteLevelReferenceOnRandomWalks) {
   std::mt19937 rng(7);
   auto g = toy_json();
-  for (int trial = 0; trial < 6; ++trial) {
-    auto vocab = random_vocab(rng, 400);
-    auto cg = std::make_shared<CompiledGrammar>(g, vocab);
-    Matcher m(cg);
-    std::string text;
-    std::vector<std::string> texts{text};
-    std::vector<uint64_t> mask(static_cast<size_t>(vocab->size() + 63) / 64);
-    for (int step = 0; step < 60; ++step) {
-      m.fill_mask(mask);
-      std::vector<int32_t> allowed;
-      for (int32_t t = 0; t < vocab->size(); ++t) {
-        bool expect;
-        if (t == vocab->stop_ids()[0]) {
-          expect = accepts(*g, text);
-        } else if (vocab->bytes(t).empty()) {
-          expect = false;
-        } else {
-          const std::string next = text + vocab->bytes(t);
-          expect = viable_prefix(*g, next) == next.size();
-        }
-        ASSERT_EQ(bit(mask, t), expect) << "trial " << trial << " text '" << text << "' token '" << vocab->bytes(t) << "'";
-        ASSERT_EQ(m.allows(t), expect);
-        if (expect) allowed.push_back(t);
-      }
-      EXPECT_EQ(m.accepting(), accepts(*g, text));
-      ASSERT_FALSE(allowed.empty()) << text;
-      const int32_t t = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
-      if (t == vocab->stop_ids()[0]) break;
-      ASSERT_TRUE(m.advance(t));
-      text += vocab->bytes(t);
-      texts.push_back(text);
-      if (step % 7 == 6) {  // roll back two tokens now and then
-        m.rollback(2);
-        texts.resize(texts.size() - 2);
-        text = texts.back();
-      }
-    }
+  for (int trial = 0; trial < 6; ++trial)
+    expect_masks_match_reference(g, random_vocab(rng, 400), rng, 60, "trial " + std::to_string(trial));
+}
+
+// A long counted string whose characters are calls of a short rule (as JSON Schema's
+// maxLength above a few hundred): its states are classified over the count state below, and
+// share classes with other counts far from the end. Tokens longer than kClassDepth are
+// checked at mask time.
+TEST(Matcher, CountedCallsOfAShortRuleAndLongTokens) {
+  GrammarBuilder b;
+  const int32_t ch = b.add_rule("char"), root = b.add_rule("root");
+  b.set_body(ch, b.alt({b.bytes(ByteSet::range('a', 'c')), b.seq({b.literal("\\"), b.bytes(ByteSet::of('n'))})}));
+  const int32_t n = CompiledGrammar::kClassDepth + 40;
+  b.set_body(root, b.seq({b.literal("\""), b.repeat(b.ref(ch), 0, n), b.literal("\"!")}));
+  auto g = b.build(root);
+  ASSERT_TRUE(g->short_rule(ch));
+  ASSERT_FALSE(g->short_rule(root));
+  std::mt19937 rng(11);
+  std::vector<std::string> toks;
+  for (const char* t : {"\"", "a", "b", "c", "\\n", "!", "\"!", "a\"", "\"!!"}) toks.push_back(t);
+  std::uniform_int_distribution<int> len(2, 5), pick(0, 4);
+  const std::string alphabet = "abc\\n";  // no quotes: the walks often reach the count's end
+  while (toks.size() < 300) {
+    std::string t;
+    for (int i = len(rng); i > 0; --i) t += alphabet[static_cast<size_t>(pick(rng))];
+    toks.push_back(t);
   }
+  // Longer than the classification depth: fit early in the string, not near its end.
+  for (int k : {CompiledGrammar::kClassDepth - 1, CompiledGrammar::kClassDepth, CompiledGrammar::kClassDepth + 9})
+    for (const std::string& tail : {std::string(), std::string("\""), std::string("\"!")}) {
+      toks.push_back(std::string(static_cast<size_t>(k), 'a') + tail);
+      toks.push_back(std::string(static_cast<size_t>(k), 'b') + tail);
+    }
+  toks.push_back("<eos>");
+  auto vocab = std::make_shared<Vocabulary>(toks, std::vector<int32_t>{static_cast<int32_t>(toks.size() - 1)});
+  size_t longest = 0;
+  for (int trial = 0; trial < 6; ++trial)
+    longest = std::max(longest, expect_masks_match_reference(g, vocab, rng, 120, "trial " + std::to_string(trial)));
+  EXPECT_GE(longest, static_cast<size_t>(n) - 4);  // some walk came near the count's end
 }
 
 TEST(Matcher, ForbiddenTokensDoNotAdvance) {
