@@ -9,6 +9,7 @@ import copy
 import json
 import re
 import time
+import uuid
 from typing import Literal, Optional
 
 import jsonschema
@@ -523,6 +524,16 @@ def test_n_choices_each_validate(zen_server):
         validate(texts[i], schema)
         assert texts[i] == r.choices[i].message.content  # same seeds, same samples
     assert usage.prompt_tokens == r.usage.prompt_tokens and usage.completion_tokens == r.usage.completion_tokens
+
+
+def test_n_choices_prefill_the_prompt_once(zen_server):
+    # A prompt no earlier request sent: only the sibling choices can have cached it.
+    prompt = f"Request {uuid.uuid4()}: " + "List some colors of the rainbow as JSON, with their hex codes. " * 4
+    r = ask(zen_server, prompt, max_tokens=8, n=3, temperature=1, seed=5)
+    _, tokens = zen_server.raw("POST", "/tokenize", {"messages": [{"role": "user", "content": prompt}]})
+    assert r.usage.prompt_tokens == tokens["count"] > 64
+    # The first choice prefills; the others wait for its full blocks and take them from the cache.
+    assert r.usage.prompt_tokens_details.cached_tokens >= r.usage.prompt_tokens - 32
 
 
 # 10. Hostile schemas

@@ -20,6 +20,7 @@ class BlockManager {
   BlockManager(int64_t num_blocks, int64_t block_size, bool prefix_cache);
 
   int64_t block_size() const { return block_size_; }
+  bool prefix_cache() const { return prefix_cache_; }
   int64_t num_blocks() const { return num_blocks_; }
   int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
   int64_t num_used() const { return num_blocks_ - num_free(); }

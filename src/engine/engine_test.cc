@@ -103,6 +103,27 @@ TEST_F(EngineTiny, WarmPrefixGivesTheSameLogitsAsCold) {
   EXPECT_EQ(engine.stats().cached_prompt_tokens, 96 + 32);
 }
 
+// Requests sharing a prompt, added at once (the choices of an n > 1 request): one prefills,
+// the others wait for its full blocks and take them from the prefix cache; each output is
+// the one it has alone.
+TEST_F(EngineTiny, SamePromptAtOnceIsPrefilledOnce) {
+  const auto prompt = random_prompts(1, 100, 100, 288, 4)[0];
+  const auto other = random_prompts(1, 50, 50, 288, 5)[0];
+  const std::vector<std::vector<int32_t>> prompts{prompt, prompt, other, prompt};
+  Engine together(*model_, options());
+  const auto got = run_all(together, prompts, greedy(8));
+  Engine alone(*model_, options());
+  const auto want = run_all(alone, {prompt}, greedy(8));
+  int64_t cached = 0;
+  for (size_t i : {0, 1, 3}) {
+    EXPECT_EQ(got[i].tokens, want[0].tokens) << i;
+    cached += got[i].cached_prompt_tokens;
+  }
+  EXPECT_EQ(cached, 2 * 96);  // 6 full blocks each for the two that waited
+  EXPECT_EQ(got[2].cached_prompt_tokens, 0);
+  EXPECT_EQ(together.stats().kv_blocks_used, 0);
+}
+
 TEST_F(EngineTiny, LogprobsAreANormalisedDistribution) {
   RequestParams params = greedy(3);
   params.top_logprobs = 20;
@@ -324,6 +345,18 @@ TEST_P(EngineHybrid, WarmPrefixRestoresTheStateSnapshot) {
   auto short_prompt = prompts[0];
   short_prompt.resize(60);
   EXPECT_EQ(run_all(engine, {short_prompt}, params)[0].cached_prompt_tokens, 0);
+}
+
+TEST_P(EngineHybrid, SamePromptAtOnceIsPrefilledOnce) {
+  const auto prompt = random_prompts(1, 150, 150, vocab_, 13)[0];
+  EngineOptions opts = options();
+  opts.max_long_partial_prefills = 4;  // long prompts could all prefill at once
+  Engine engine(*model_, opts);
+  const auto got = run_all(engine, {prompt, prompt, prompt}, greedy(5));
+  Engine alone(*model_, options());
+  const auto want = run_all(alone, {prompt}, greedy(5));
+  for (const auto& g : got) EXPECT_EQ(g.tokens, want[0].tokens);
+  EXPECT_EQ(got[0].cached_prompt_tokens + got[1].cached_prompt_tokens + got[2].cached_prompt_tokens, 2 * 128);
 }
 
 // Snapshot memory is bounded: a budget of one state keeps one snapshot (the newest, at the last

@@ -149,8 +149,8 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
     Sequence* seq = *it;
     if (partial >= config_.max_num_partial_prefills) break;
     const bool long_prompt = is_long(*seq);
-    if (long_prompt && long_partial >= config_.max_long_partial_prefills) {
-      ++it;  // shorter prompts behind it may start
+    if ((long_prompt && long_partial >= config_.max_long_partial_prefills) || waits_for_shared_prefill(*seq)) {
+      ++it;  // prompts behind it may start
       continue;
     }
     if (!admit(seq, budget, contended, out)) break;
@@ -160,6 +160,22 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
     it = waiting_.erase(it);
   }
   return out;
+}
+
+bool Scheduler::waits_for_shared_prefill(const Sequence& seq) const {
+  if (!blocks_.prefix_cache()) return false;
+  const int64_t bs = blocks_.block_size();
+  const int64_t reusable = ((static_cast<int64_t>(seq.tokens.size()) - 1) / bs) * bs;  // the last token always runs
+  if (reusable == 0) return false;
+  for (const Sequence* other : running_) {
+    if (other->decoding() || other->computed >= reusable) continue;
+    const auto n = static_cast<size_t>(std::min<int64_t>(reusable, static_cast<int64_t>(other->tokens.size())));
+    const auto common = static_cast<int64_t>(
+        std::mismatch(seq.tokens.begin(), seq.tokens.begin() + static_cast<std::ptrdiff_t>(n), other->tokens.begin()).first -
+        seq.tokens.begin());
+    if ((common / bs) * bs > other->computed) return true;
+  }
+  return false;
 }
 
 void Scheduler::free_resources(Sequence* seq) {

@@ -5,7 +5,10 @@
 //      long_prefill_token_threshold tokens left) gets at most that many tokens a step;
 //   3. waiting sequences, FCFS, while at most max_num_partial_prefills prefill at once, of which
 //      at most max_long_partial_prefills long ones: a short prompt queued behind a long one
-//      passes it rather than wait for its whole prefill.
+//      passes it rather than wait for its whole prefill. A prompt whose leading full blocks a
+//      running prefill is computing right now waits for them and takes them from the prefix
+//      cache instead of computing the same KV twice (the choices of an n > 1 request, clients
+//      sending one system prompt at once).
 // A prefill chunk also shrinks as its context grows (attention_span), so a step's work, and
 // with it the delay before an abort or a new request takes effect, stays bounded.
 // When KV blocks run out, the newest running sequence is preempted (its blocks freed; it is
@@ -76,6 +79,7 @@ class Scheduler {
   // when it was itself the one preempted.
   bool run(Sequence* seq, int64_t n, int64_t& budget, std::vector<ScheduledSeq>& out, bool& preempted);
   bool admit(Sequence* seq, int64_t budget, bool contended, std::vector<ScheduledSeq>& out);
+  bool waits_for_shared_prefill(const Sequence& seq) const;
   void preempt(Sequence* seq, int64_t& budget, std::vector<ScheduledSeq>& out);
   void free_resources(Sequence* seq);
   SchedulerConfig config_;

@@ -3,7 +3,8 @@
 // the HTTP thread pumps them through the OutputStream into SSE chunks or one JSON body.
 // A stop string aborts the engine request at once; a client that went away aborts it too.
 // With n > 1 (OpenAI's n) each choice is its own engine request sharing the prompt (its KV
-// blocks through the prefix cache); they stream interleaved, by index, and usage sums them.
+// blocks through the prefix cache: the scheduler prefills the prompt once, the other choices
+// wait for its blocks); they stream interleaved, by index, and usage sums them.
 #pragma once
 #include <chrono>
 #include <condition_variable>
