@@ -56,6 +56,8 @@
 //     minLength -> string, minimum -> number, ...); none at all -> any JSON value.
 //   - Numbers with a bound are written without an exponent (the bounds are then exact,
 //     fractional ones included); negative zero is not generated for bounded numbers.
+//     A fraction has at most 20 digits (more where a bound has more): under
+//     exclusiveMinimum 0 a small model wrote "0.000..." until max_tokens.
 //     Integers are plain digits (never 1.0).
 //   - Strings: minLength / maxLength count characters, an escape counting as one and a
 //     \uD83D\uDE00 surrogate pair as one; lone surrogate escapes are not generated. Past 256
@@ -100,6 +102,7 @@ constexpr int64_t kMaxCombinations = 256;  // anyOf alternatives made by distrib
 constexpr int64_t kMaxWork = 200000;       // sub-schemas converted or flattened
 constexpr size_t kInlineOptional = 32;     // more optional properties than this: rule chain
 constexpr size_t kMaxDigits = 400;         // digits of a numeric bound (doubles need 309)
+constexpr size_t kMaxFractionDigits = 20;  // a double needs 17; a model may write 0.000... forever
 constexpr int kMaxWhitespace = 256;
 constexpr int64_t kMaxLengthSplit = 400000;  // NFA states for string lengths inside a pattern
 
@@ -474,6 +477,13 @@ class Converter {
   ExprId set(std::string_view cs) { return b_.bytes(chars(cs)); }
   ExprId range(char lo, char hi) { return b_.bytes(ByteSet::range(static_cast<uint8_t>(lo), static_cast<uint8_t>(hi))); }
   ExprId digit() { return range('0', '9'); }
+  // Fraction digits from position `used` on, at most frac_cap_ in all.
+  ExprId more_digits(size_t used, bool need, ExprId one) {
+    const size_t rest = frac_cap_ > used ? frac_cap_ - used : 0;
+    if (need && rest == 0) return nothing();
+    return b_.repeat(one, need ? 1 : 0, static_cast<int32_t>(rest));
+  }
+  size_t frac_cap_ = kMaxFractionDigits;
   ExprId digits(int n) { return b_.repeat(digit(), n, n); }
   ExprId hex() { return set("0123456789abcdefABCDEF"); }
   ExprId nothing() { return b_.alt({}); }
@@ -2224,7 +2234,8 @@ ExprId Converter::magnitude_range(const Bound& lo, const std::optional<Bound>& h
   const std::string from = add_one(a);
   std::optional<std::string> to;
   if (hi) to = sub_one(hi->value.whole);  // hi's whole part > a here, so > 0
-  const ExprId any_fraction = b_.opt(b_.seq({lit("."), b_.plus(digit())}));
+  frac_cap_ = kMaxFractionDigits;
+  const ExprId any_fraction = b_.opt(b_.seq({lit("."), more_digits(0, true, digit())}));
   if (!to || !(to->size() < from.size() || (to->size() == from.size() && *to < from)))
     alts.push_back(b_.seq({uint_range(from, to), any_fraction}));
   if (hi) {
@@ -2239,6 +2250,7 @@ ExprId Converter::fraction(const std::optional<Bound>& lo, const std::optional<B
   const bool zero_ok =
       (!lo || (lo->value.frac.empty() && !lo->exclusive)) && (!hi || !hi->value.frac.empty() || !hi->exclusive);
   const std::string lf = lo ? lo->value.frac : "", hf = hi ? hi->value.frac : "";
+  frac_cap_ = std::max(kMaxFractionDigits, std::max(lf.size(), hf.size()) + 1);
   const ExprId digits_part = fraction_digits(lf, lo && lo->exclusive, hf, hi && hi->exclusive, 0, lo.has_value(),
                                              hi.has_value(), true);
   const ExprId dotted = b_.seq({lit("."), digits_part});
@@ -2252,11 +2264,16 @@ ExprId Converter::fraction_digits(const std::string& lo, bool lo_excl, const std
   if (tlo && i >= lo.size() && !lo_excl) tlo = false;  // already >= lo whatever follows
   if (thi && i >= hi.size()) {                         // equal to hi: only zeros may follow
     if (hi_excl || tlo) return nothing();
-    return need_digit ? b_.plus(lit("0")) : b_.star(lit("0"));
+    return more_digits(i, need_digit, lit("0"));
   }
-  if (tlo && i >= lo.size() && !thi)  // equal to an exclusive lo: some nonzero digit must follow
-    return b_.seq({b_.star(lit("0")), range('1', '9'), b_.star(digit())});
-  if (!tlo && !thi) return need_digit ? b_.plus(digit()) : b_.star(digit());
+  if (tlo && i >= lo.size() && !thi) {  // equal to an exclusive lo: some nonzero digit must follow
+    std::vector<ExprId> alts;
+    for (size_t zeros = 0; i + zeros < frac_cap_; ++zeros)
+      alts.push_back(b_.seq({b_.repeat(lit("0"), static_cast<int32_t>(zeros), static_cast<int32_t>(zeros)), range('1', '9'),
+                             more_digits(i + zeros + 1, false, digit())}));
+    return b_.alt(std::move(alts));
+  }
+  if (!tlo && !thi) return more_digits(i, need_digit, digit());
   std::vector<ExprId> alts;
   // Ending here is fine unless the digits so far equal lo's (then they are below lo, or
   // equal to an exclusive lo); equal to a prefix of hi is below hi (hi has more digits).
@@ -2272,7 +2289,7 @@ ExprId Converter::fraction_digits(const std::string& lo, bool lo_excl, const std
   }
   if (tlo) alts.push_back(b_.seq({lit(std::string(1, l)), next(true, false)}));
   const char from = static_cast<char>(tlo ? l + 1 : '0'), to = static_cast<char>(thi ? h - 1 : '9');
-  if (from <= to) alts.push_back(b_.seq({range(from, to), b_.star(digit())}));
+  if (from <= to) alts.push_back(b_.seq({range(from, to), more_digits(i + 1, false, digit())}));
   if (thi) alts.push_back(b_.seq({lit(std::string(1, h)), next(false, true)}));
   return b_.alt(std::move(alts));
 }
@@ -2316,7 +2333,8 @@ int32_t Converter::integer_rule() {
 int32_t Converter::number_rule() {
   if (number_rule_ >= 0) return number_rule_;
   number_rule_ = new_rule("", "number");
-  const ExprId frac = b_.opt(b_.seq({lit("."), b_.plus(digit())}));
+  frac_cap_ = kMaxFractionDigits;
+  const ExprId frac = b_.opt(b_.seq({lit("."), more_digits(0, true, digit())}));
   const ExprId exp = b_.opt(b_.seq({set("eE"), b_.opt(set("+-")), b_.plus(digit())}));
   define(number_rule_, b_.seq({b_.opt(lit("-")), int_part(b_), frac, exp}));
   return number_rule_;

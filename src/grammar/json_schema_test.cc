@@ -603,6 +603,22 @@ TEST(JsonSchemaNumbers, NumberRangesWithFractionalBoundsAreExact) {
                   {"0.00000009", "100000000000000000000.1"});
 }
 
+// A fraction stops at 20 digits (a model that keeps writing zeros after "0." must end), or
+// one past a bound's own digits, which stay exact.
+TEST(JsonSchemaNumbers, FractionsAreBoundedInLength) {
+  const std::string z19(19, '0'), z20(20, '0');
+  expect_language(R"({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})",
+                  {"0.5", "0." + z19 + "1", "0.1" + z19},
+                  {"0." + z20 + "1", "0.1" + z20, "0." + z20, "0"});
+  expect_language(R"({"type": "number"})", {"1.5", "-0.1" + z19, "1.5e300"}, {"1.1" + z20});
+  expect_language(R"({"type": "number", "minimum": 2})", {"3." + z19 + "1", "2"}, {"3." + z20 + "1"});
+  const std::string tiny = "0." + std::string(29, '0') + "1";  // 1e-30: 30 digits
+  expect_language(R"({"type": "number", "exclusiveMinimum": )" + tiny + R"(, "maximum": 1})",
+                  {"0." + std::string(29, '0') + "11", "0." + std::string(28, '0') + "2"},
+                  {tiny, "0." + std::string(29, '0') + "101"});
+  expect_language(R"({"type": "object"})", {R"({"a": 0.)" + z19 + "1}"}, {R"({"a": 0.)" + z20 + "1}"});
+}
+
 // ---- refusals --------------------------------------------------------------------------------
 
 TEST(JsonSchemaRefusals, MalformedKeywordValues) {
