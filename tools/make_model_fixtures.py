@@ -104,6 +104,15 @@ VARIANTS = [
             {"rope_parameters": {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0,
                                  "original_max_position_embeddings": 64}},
             long_prompt=True, seed=204, legacy_config=True, rope_scaling_key="type"),
+    # Sliding-window attention, the prompt (24 tokens) and the greedy continuation far longer
+    # than the window: layers from max_window_layers on slide (transformers' rule) ...
+    Variant("qwen3_sliding", "qwen3", "float32",
+            {"use_sliding_window": True, "sliding_window": 7, "max_window_layers": 1, "num_hidden_layers": 3},
+            seed=305),
+    # ... or the layers layer_types names.
+    Variant("qwen2_sliding_layer_types", "qwen2", "float32",
+            {"use_sliding_window": True, "sliding_window": 5,
+             "layer_types": ["sliding_attention", "full_attention"]}, seed=205),
     # Qwen3 hub style: "rope_scaling": null, tied bf16.
     Variant("qwen3_legacy", "qwen3", "bfloat16", {"tie_word_embeddings": True}, seed=304,
             legacy_config=True),

@@ -285,6 +285,12 @@ void print_footprint(const ModelConfig& c) {
                 c.num_linear_layers(), c.num_kv_layers());
   std::printf("KV cache bytes per token (f32): %" PRId64 " (%" PRId64 " attention layers)\n", kv_bytes_per_token_f32(c),
               c.num_kv_layers());
+  std::string sliding;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    if (c.attention_window(l) > 0)
+      sliding += (sliding.empty() ? "" : ", ") + std::to_string(l) + ":" + std::to_string(c.attention_window(l));
+  // The KV pool still keeps every position of a sliding layer; the window bounds the attention.
+  if (!sliding.empty()) std::printf("sliding-window attention (layer:window): %s\n", sliding.c_str());
   if (c.num_linear_layers() > 0) {
     const int64_t state = recurrent_state_bytes(c);
     std::printf("recurrent state bytes per sequence (f32): %" PRId64 " (%.2f MiB)\n", state,

@@ -127,28 +127,35 @@ void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, con
       std::fill(acc, acc + n_rows * hd, 0.0f);
       std::fill(run_max, run_max + n_rows, -INFINITY);
       std::fill(run_sum, run_sum + n_rows, 0.0f);
-      // Causal span of the tile's token i: itself and everything before.
+      // Keys of the tile's token i: [first(i), span(i)): itself and everything before, or the
+      // last `window` positions of a sliding layer.
       auto span = [&](int64_t i) { return flat.pos[static_cast<size_t>(qt.begin + i)] + 1; };
-      int64_t longest = 0;
-      for (int64_t i = 0; i < qt.end - qt.begin; ++i) longest = std::max(longest, span(i));
-      for (int64_t b0 = 0; b0 < longest; b0 += bs) {
+      auto first = [&](int64_t i) { return shape.window > 0 ? std::max<int64_t>(0, span(i) - shape.window) : 0; };
+      int64_t longest = 0, earliest = INT64_MAX;
+      for (int64_t i = 0; i < qt.end - qt.begin; ++i) {
+        longest = std::max(longest, span(i));
+        earliest = std::min(earliest, first(i));
+      }
+      for (int64_t b0 = earliest / bs * bs; b0 < longest; b0 += bs) {
         const int32_t block = slice.blocks[static_cast<size_t>(b0 / bs)];
         const int64_t fetched = std::min(bs, longest - b0);
         int64_t k_stride = 0, v_stride = 0;
         const float* k = kv.k_rows_f32(layer, block, 0, fetched, g, k_buf, &k_stride);
         const float* v = kv.v_rows_f32(layer, block, 0, fetched, g, v_buf, &v_stride);
         for (int64_t i = 0; i < qt.end - qt.begin; ++i) {
-          const int64_t count = std::min(bs, span(i) - b0);
-          if (count <= 0) continue;  // this block lies past the token
+          const int64_t skip = std::max<int64_t>(0, first(i) - b0);  // rows before the window
+          const int64_t count = std::min(bs, span(i) - b0) - skip;
+          if (count <= 0) continue;  // this block lies past the token, or before its window
           const float* qg = q + ((qt.begin + i) * nh + g * group) * hd;  // [group, hd]
           for (int64_t h = 0; h < group; ++h) {
             const int64_t row = i * group + h;
             float* ph = p + row * bs;
-            kernels::dot_rows_f32(qg + h * hd, k, k_stride, count, hd, shape.scale, ph);
+            kernels::dot_rows_f32(qg + h * hd, k + skip * k_stride, k_stride, count, hd, shape.scale, ph);
             softmax_block(ph, count, &run_max[row], &run_sum[row], acc + row * hd, hd);
           }
-          // The group's heads share the count, so one pass over the V rows serves them all.
-          kernels::axpy_rows_f32(p + i * group * bs, bs, v, v_stride, count, hd, acc + i * group * hd, hd, group);
+          // The group's heads share the rows, so one pass over the V rows serves them all.
+          kernels::axpy_rows_f32(p + i * group * bs, bs, v + skip * v_stride, v_stride, count, hd, acc + i * group * hd,
+                                 hd, group);
         }
       }
       for (int64_t i = 0; i < qt.end - qt.begin; ++i)

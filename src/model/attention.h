@@ -26,6 +26,7 @@ struct FlatBatch {
 struct AttentionShape {
   int64_t num_heads, num_kv_heads, head_dim;
   float scale;  // usually 1 / sqrt(head_dim)
+  int64_t window = 0;  // sliding window: a query at p attends to keys p - window < k <= p; 0: all
 };
 
 // Writes the new tokens' K and V rows (k, v: [n, kv_heads * head_dim]) into the pool.
@@ -33,7 +34,8 @@ void store_kv(KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch&
               const float* v, int64_t kv_dim);
 
 // Causal GQA attention of every batch token over its own sequence's cache (which already
-// holds the new tokens): out[t, h] = softmax(scale * q[t, h] . K[0..pos[t]]) V, with an online
+// holds the new tokens): out[t, h] = softmax(scale * q[t, h] . K[lo..pos[t]]) V (lo = 0, or
+// pos[t] - window + 1 for a sliding layer), with an online
 // softmax a cache block at a time. One (token, KV head) pair per work item, computed in a
 // fixed order: batch-invariant. q, out: [n, num_heads * head_dim]; scratch: per-thread space.
 void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch& flat,

@@ -14,6 +14,7 @@ namespace {
 struct Case {
   int64_t heads, kv_heads, head_dim, context, new_tokens;
   KvDType dtype;
+  int64_t window = 0;  // sliding window (0: full causal)
 };
 
 class PagedAttention : public ::testing::TestWithParam<Case> {};
@@ -65,16 +66,17 @@ TEST_P(PagedAttention, MatchesTheTwoPassReference) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   ThreadPool pool(2);
   std::vector<float> scratch;
-  paged_attention(kv, 1, batch, flat, {c.heads, c.kv_heads, c.head_dim, scale}, q.data(), out.data(), pool, scratch);
+  paged_attention(kv, 1, batch, flat, {c.heads, c.kv_heads, c.head_dim, scale, c.window}, q.data(), out.data(), pool, scratch);
 
   const int64_t group = c.heads / c.kv_heads;
   double worst = 0;
   for (int64_t t = 0; t < c.new_tokens; ++t)
     for (int64_t h = 0; h < c.heads; ++h) {
       const int64_t len = slice.pos + t + 1, g = h / group;
-      std::vector<double> s(static_cast<size_t>(len));
+      const int64_t from = c.window > 0 ? std::max<int64_t>(0, len - c.window) : 0;
+      std::vector<double> s(static_cast<size_t>(len), -INFINITY);
       double m = -INFINITY;
-      for (int64_t j = 0; j < len; ++j) {
+      for (int64_t j = from; j < len; ++j) {
         double d = 0;
         for (int64_t i = 0; i < c.head_dim; ++i)
           d += static_cast<double>(q[static_cast<size_t>((t * c.heads + h) * c.head_dim + i)]) *
@@ -83,7 +85,7 @@ TEST_P(PagedAttention, MatchesTheTwoPassReference) {
         m = std::max(m, s[static_cast<size_t>(j)]);
       }
       double z = 0;
-      for (auto& x : s) z += (x = std::exp(x - m));
+      for (auto& x : s) z += (x = std::exp(x - m));  // exp(-inf) = 0 outside the window
       for (int64_t i = 0; i < c.head_dim; ++i) {
         double want = 0;
         for (int64_t j = 0; j < len; ++j)
@@ -101,7 +103,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{14, 2, 64, 700, 2, KvDType::F32}, Case{6, 6, 24, 33, 33, KvDType::F32},
                       Case{8, 1, 128, 129, 1, KvDType::F32}, Case{4, 2, 16, 50, 2, KvDType::BF16},
                       Case{4, 2, 16, 50, 2, KvDType::F8_E4M3}, Case{4, 2, 16, 50, 2, KvDType::F8_E5M2},
-                      Case{14, 2, 64, 2048, 1, KvDType::F32}));
+                      Case{14, 2, 64, 2048, 1, KvDType::F32},
+                      // Sliding windows: inside one block, across blocks, one position, wider
+                      // than the context, with a quantized cache.
+                      Case{4, 2, 16, 50, 20, KvDType::F32, 5}, Case{4, 2, 16, 90, 33, KvDType::F32, 24},
+                      Case{6, 2, 24, 40, 40, KvDType::F32, 1}, Case{4, 2, 16, 30, 30, KvDType::F32, 64},
+                      Case{14, 2, 64, 700, 3, KvDType::BF16, 100}));
 
 }  // namespace
 }  // namespace zen

@@ -111,6 +111,35 @@ void read_rope(const json& j, ModelConfig& c) {
   }
 }
 
+// transformers' Qwen2 / Qwen3 rule: the window exists only with use_sliding_window; it applies
+// to the layers layer_types names "sliding_attention", or without layer_types to layers from
+// max_window_layers on.
+void read_sliding_window(const nlohmann::json& j, ModelConfig& c) {
+  if (!get_bool(j, "use_sliding_window", false)) return;
+  std::vector<bool> sliding(static_cast<size_t>(std::max<int64_t>(c.num_layers, 0)), false);
+  if (auto it = j.find("layer_types"); it != j.end() && !it->is_null()) {
+    if (!it->is_array() || static_cast<int64_t>(it->size()) != c.num_layers)
+      fail("config.json: 'layer_types' must list one type per layer (", c.num_layers, "), got ", it->dump());
+    for (size_t l = 0; l < it->size(); ++l) {
+      const auto& t = (*it)[l];
+      if (!t.is_string() || (t != "full_attention" && t != "sliding_attention"))
+        fail("config.json: layer type ", t.dump(), " is not supported here (full_attention, sliding_attention)");
+      sliding[l] = t == "sliding_attention";
+    }
+  } else {
+    const int64_t from = get_int(j, "max_window_layers", 28);  // transformers' default
+    for (int64_t l = std::max<int64_t>(from, 0); l < c.num_layers; ++l) sliding[static_cast<size_t>(l)] = true;
+  }
+  if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return;
+  auto w = j.find("sliding_window");
+  if (w == j.end() || w->is_null()) return;  // transformers: no window, full attention
+  if (!w->is_number_integer() || w->get<int64_t>() <= 0)
+    fail("config.json: sliding_window must be a positive integer, got ", w->dump());
+  c.attention_windows.assign(sliding.size(), 0);
+  for (size_t l = 0; l < sliding.size(); ++l)
+    if (sliding[l]) c.attention_windows[l] = w->get<int64_t>();
+}
+
 bool is_hybrid_architecture(const std::string& a) {
   return a == "qwen3_5" || a == "qwen3_5_moe" || a == "qwen3_next";
 }
@@ -252,6 +281,7 @@ ModelConfig ModelConfig::from_hf(const json& root) {
   if (c.architecture == "qwen2_moe" && get_bool(j, "use_sliding_window", false))
     fail("config.json: qwen2_moe with use_sliding_window=true is not supported");
   if (is_hybrid_architecture(c.architecture)) read_hybrid(j, c);
+  else if (c.architecture != "llama") read_sliding_window(j, c);
   c.torch_dtype = get_str(j, "torch_dtype", get_str(j, "dtype", get_str(root, "torch_dtype", get_str(root, "dtype", ""))));
   if (j.contains("hidden_act") && get_str(j, "hidden_act", "silu") != "silu")
     fail("config.json: hidden_act '", get_str(j, "hidden_act", ""), "' is not supported (silu)");
@@ -423,6 +453,10 @@ void ModelConfig::validate() const {
     fail("model config: partial_rotary_factor must be in (0, 1], got ", partial_rotary_factor);
   if (rotary_dim() < 2 || rotary_dim() % 2 != 0)
     fail("model config: rotary dimension head_dim * partial_rotary_factor = ", rotary_dim(), " must be even and >= 2");
+  if (!attention_windows.empty() && static_cast<int64_t>(attention_windows.size()) != num_layers)
+    fail("model config: ", attention_windows.size(), " attention windows for ", num_layers, " layers");
+  for (int64_t w : attention_windows)
+    if (w < 0) fail("model config: attention window ", w, " is negative");
   if (!layer_types.empty()) {
     if (static_cast<int64_t>(layer_types.size()) != num_layers)
       fail("model config: layer_types has ", layer_types.size(), " entries for ", num_layers, " layers");

@@ -84,6 +84,14 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;  // from generation_config.json / config.json / GGUF
   int32_t bos_token_id = -1;
 
+  // Sliding-window attention (transformers' Qwen2 / Qwen3 `use_sliding_window`): per layer the
+  // number of positions a query attends to, itself included (keys at q - W < k <= q); 0 =
+  // full causal attention. Empty: every layer full.
+  std::vector<int64_t> attention_windows;
+  int64_t attention_window(int64_t layer) const {
+    return attention_windows.empty() ? 0 : attention_windows.at(static_cast<size_t>(layer));
+  }
+
   bool is_full_attention(int64_t layer) const;
   int64_t num_kv_layers() const;            // layers that keep K and V
   int kv_layer_index(int64_t layer) const;  // index among KV layers; -1 for linear layers

@@ -41,6 +41,47 @@ TEST(ModelConfigLimits, AbsurdSizesAreRefusedByName) {
   }
 }
 
+// transformers' rule for Qwen2 / Qwen3 sliding windows: only with use_sliding_window, on the
+// layers layer_types names or else from max_window_layers on (default 28).
+TEST(ModelConfigSlidingWindow, FollowsTransformersRule) {
+  auto with = [](nlohmann::json extra) {
+    nlohmann::json j = fixture_config();
+    j["num_hidden_layers"] = 4;
+    j.erase("layer_types");
+    for (auto& [k, v] : extra.items()) j[k] = v;
+    return ModelConfig::from_hf(j);
+  };
+  using W = std::vector<int64_t>;
+  EXPECT_EQ(with({{"sliding_window", 8}}).attention_windows, W{});  // use_sliding_window absent
+  EXPECT_EQ(with({{"use_sliding_window", true}, {"sliding_window", 8}, {"max_window_layers", 2}}).attention_windows,
+            (W{0, 0, 8, 8}));
+  EXPECT_EQ(with({{"use_sliding_window", true}, {"sliding_window", 8}}).attention_windows, W{});  // 28 > 4 layers
+  EXPECT_EQ(with({{"use_sliding_window", true},
+                  {"sliding_window", 8},
+                  {"layer_types", {"sliding_attention", "full_attention", "sliding_attention", "full_attention"}}})
+                .attention_windows,
+            (W{8, 0, 8, 0}));
+  EXPECT_EQ(with({{"use_sliding_window", true}, {"sliding_window", nullptr}, {"max_window_layers", 0}}).attention_windows,
+            W{});
+  EXPECT_EQ(with({{"use_sliding_window", true}, {"sliding_window", 8}, {"max_window_layers", 0}}).attention_window(3), 8);
+  for (const nlohmann::json& bad :
+       {nlohmann::json{{"use_sliding_window", true}, {"sliding_window", -1}, {"max_window_layers", 0}},
+        nlohmann::json{{"use_sliding_window", true}, {"sliding_window", 8}, {"layer_types", {"full_attention"}}},
+        nlohmann::json{{"use_sliding_window", true},
+                       {"sliding_window", 8},
+                       {"layer_types", {"chunked_attention", "full_attention", "full_attention", "full_attention"}}}}) {
+    try {
+      with(bad);
+      ADD_FAILURE() << bad.dump() << " accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("sliding_window") != std::string::npos || what.find("layer_types") != std::string::npos ||
+                  what.find("layer type") != std::string::npos)
+          << what;
+    }
+  }
+}
+
 // A dense GGUF whose rope.dimension_count is not its head_dim (partial rotary) is refused by
 // name instead of being read as a full rotation.
 // Each size within its own bound, the product beyond int64 parameter counts (3 x 2^62).

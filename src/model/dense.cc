@@ -179,7 +179,7 @@ void DenseModel::attention_block(const DenseLayer& L, int layer, const ForwardBa
   }
   const int kv_layer = cfg_.kv_layer_index(layer);
   store_kv(*batch.kv, kv_layer, batch, flat_, k_.data(), v_.data(), kv_dim);
-  const AttentionShape shape{nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  const AttentionShape shape{nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), cfg_.attention_window(layer)};
   paged_attention(*batch.kv, kv_layer, batch, flat_, shape, q_.data(), attn_.data(), pool_, scores_);
   L.wo.matmul(attn_.data(), n, tmp_.data(), pool_);
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
