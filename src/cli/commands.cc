@@ -23,6 +23,7 @@
 #include "model/hybrid.h"
 #include "model/linear.h"
 #include "model/model.h"
+#include "spec/dflash/drafter.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -332,12 +333,57 @@ int inspect_config_only(const std::string& path) {
   return 0;
 }
 
+// A DFlash drafter folder: config.json with dflash_config, or a DFlash architecture.
+bool is_dflash_folder(const std::string& path) {
+  if (!fs::is_directory(path) || !fs::exists(fs::path(path) / "config.json")) return false;
+  try {
+    const auto j = nlohmann::json::parse(read_text_file((fs::path(path) / "config.json").string()));
+    if (j.contains("dflash_config")) return true;
+    const auto a = j.find("architectures");
+    return a != j.end() && a->is_array() && !a->empty() && a->front().is_string() &&
+           a->front().get<std::string>().find("DFlash") != std::string::npos;
+  } catch (const nlohmann::json::exception&) {
+    return false;  // inspect's own load reports the bad JSON
+  }
+}
+
+int inspect_drafter(const std::string& path) {
+  auto ckpt = Checkpoint::open(path);
+  const spec::dflash::DrafterConfig c = spec::dflash::DrafterConfig::from_json(ckpt->hf_config());
+  const ModelConfig& d = c.decoder;
+  int64_t params = 0;
+  for (const std::string& name : ckpt->tensor_names()) params += ckpt->peek(name)->numel();
+  std::printf("path: %s\n", path.c_str());
+  std::printf("format: DFlash block drafter (borrows the target's embedding and output head)\n");
+  std::printf("draft parameters: %" PRId64 " (%s)\n", params, human_count(params).c_str());
+  std::printf("draft layers: %" PRId64 ", hidden: %" PRId64 ", intermediate: %" PRId64 ", heads: %" PRId64
+              " (kv %" PRId64 ", dim %" PRId64 "), vocab: %" PRId64 "\n",
+              d.num_layers, d.hidden_size, d.intermediate_size, d.num_heads, d.num_kv_heads, d.head_dim, d.vocab_size);
+  for (int64_t l = 0; l < d.num_layers; ++l) {
+    const int64_t w = d.attention_window(l);
+    std::printf("  layer %" PRId64 ": %s, %s", l, w > 0 ? "sliding_attention" : "full_attention",
+                c.causal[static_cast<size_t>(l)] ? "causal" : "bidirectional in the block");
+    if (w > 0) std::printf(", window %" PRId64, w);
+    std::printf("\n");
+  }
+  std::string taps;
+  for (int32_t id : c.target_layer_ids) taps += (taps.empty() ? "" : ", ") + std::to_string(id);
+  std::printf("taps: target layers %s (fc %" PRId64 " -> %" PRId64 ")\n", taps.c_str(), c.tap_width(), d.hidden_size);
+  std::printf("block size: %" PRId64 " (anchor + %" PRId64 " drafted), mask token %d\n", c.block_size, c.block_size - 1,
+              c.mask_token_id);
+  std::printf("draft KV bytes per context token (f32): %" PRId64 " (full layers), plus at most %" PRId64
+              " held by the sliding layers\n",
+              c.kv_bytes_per_token(), c.kv_bytes_sliding());
+  return 0;
+}
+
 int inspect_command(int argc, char** argv) {
   Flags f("inspect", {kHelpFlag});
   f.parse(argc, argv, 2);
   if (wants_help(f)) return 0;
   if (f.positional().size() != 1) fail("give one checkpoint path: zen inspect PATH");
   if (is_config_only_folder(f.positional()[0])) return inspect_config_only(f.positional()[0]);
+  if (is_dflash_folder(f.positional()[0])) return inspect_drafter(f.positional()[0]);
   LoadOptions load;
   load.load_tokenizer = false;
   load.strict = false;

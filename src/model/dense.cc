@@ -137,9 +137,16 @@ void DenseModel::forward(const ForwardBatch& batch, float* logits) {
   const int64_t half = rope_.dim() / 2;
   for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
 
+  if (batch.taps != nullptr)
+    for (int32_t l : batch.tap_layers)
+      if (l < 0 || l >= cfg_.num_layers) fail("forward: tap layer ", l, " of ", cfg_.num_layers);
+  const auto n_taps = static_cast<int64_t>(batch.tap_layers.size());
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     attention_block(w_.layers[l], static_cast<int>(l), batch);
     mlp_block(w_.layers[l], n);
+    for (int64_t j = 0; batch.taps != nullptr && j < n_taps; ++j)
+      if (batch.tap_layers[static_cast<size_t>(j)] == static_cast<int32_t>(l))
+        for (int64_t t = 0; t < n; ++t) std::copy_n(&x_[t * H], H, batch.taps + (t * n_taps + j) * H);
   }
 
   const auto rows = static_cast<int64_t>(flat_.logit_row.size());
@@ -191,6 +198,18 @@ void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
   feed_forward(L.ffn, xn_.data(), n, tmp_.data(), pool_, ffn_scratch_);
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
+}
+
+void DenseModel::embed_rows(std::span<const int32_t> ids, float* out) const {
+  const int64_t H = cfg_.hidden_size;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= cfg_.vocab_size) fail("embed_rows: token id ", ids[i], " outside the vocabulary");
+    w_.embed.dequantize_row(ids[i], out + static_cast<int64_t>(i) * H);
+  }
+}
+
+void DenseModel::output_head(const float* hidden, int64_t rows, float* logits) {
+  w_.lm_head.matmul(hidden, rows, logits, pool_);
 }
 
 }  // namespace zen

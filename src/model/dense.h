@@ -49,6 +49,8 @@ class DenseModel final : public Model {
   void attach_tokenizer(std::unique_ptr<Tokenizer> tok) override { tok_ = std::move(tok); }
   using Model::forward;
   void forward(const ForwardBatch& batch, float* logits) override;
+  void embed_rows(std::span<const int32_t> ids, float* out) const override;
+  void output_head(const float* hidden, int64_t rows, float* logits) override;
 
  private:
   void bind_weights(const LoadOptions& opts);  // takes every tensor from the checkpoint ledger

@@ -68,6 +68,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   return model;
 }
 
+void Model::embed_rows(std::span<const int32_t>, float*) const {
+  fail(config().architecture, ": this model cannot lend its embedding to a drafter");
+}
+
+void Model::output_head(const float*, int64_t, float*) {
+  fail(config().architecture, ": this model cannot lend its output head to a drafter");
+}
+
 int64_t logit_rows(const ForwardBatch& batch) {
   int64_t rows = 0;
   for (const SeqSlice& s : batch.seqs) rows += s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;

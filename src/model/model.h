@@ -42,6 +42,10 @@ struct ForwardBatch {
   KvPool* kv = nullptr;
   StatePool* states = nullptr;  // required when the model has recurrent layers
   std::span<const SeqSlice> seqs;
+  // Optional, for drafters that read the target (DFlash): the residual stream after each of
+  // these layers for every new token, in batch order: taps [tokens, tap_layers.size() * hidden].
+  std::span<const int32_t> tap_layers;
+  float* taps = nullptr;
 };
 int64_t logit_rows(const ForwardBatch& batch);
 
@@ -81,6 +85,12 @@ class Model {
   void forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits);
   // The batched forward; see ForwardBatch. logits: [logit_rows(batch), vocab].
   virtual void forward(const ForwardBatch& batch, float* logits) = 0;
+
+  // What a drafter borrows from its target: the input embedding rows of ids (out: [n, hidden])
+  // and the output head alone, without the final norm (hidden: [rows, hidden], logits:
+  // [rows, vocab]). Models that cannot lend them throw zen::Error.
+  virtual void embed_rows(std::span<const int32_t> ids, float* out) const;
+  virtual void output_head(const float* hidden, int64_t rows, float* logits);
 };
 
 }  // namespace zen

@@ -1,0 +1,198 @@
+// The DFlash drafter against the reference package (tools/make_dflash_fixtures.py): the
+// target's tapped hidden states, then, step by step through a whole greedy dflash_generate, the
+// draft logits of each block from the same context rows. A twin whose sliding layers are
+// declared full drafts differently (the window and causality are seen). A drafter that does not
+// fit its target is refused with the numbers.
+#include "spec/dflash/drafter.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/mmap.h"
+#include "io/safetensors.h"
+
+namespace zen::spec::dflash {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kDir = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/dflash";
+
+template <typename T>
+std::vector<T> tensor(const SafetensorsFile& f, const std::string& name, std::vector<int64_t>* shape = nullptr) {
+  for (const TensorView& t : f.tensors())
+    if (t.name == name) {
+      ZEN_CHECK(t.nbytes == static_cast<size_t>(t.numel()) * sizeof(T), name);
+      std::vector<T> out(static_cast<size_t>(t.numel()));
+      std::memcpy(out.data(), t.data, t.nbytes);
+      if (shape != nullptr) *shape = t.shape;
+      return out;
+    }
+  ADD_FAILURE() << "reference lacks " << name;
+  return {};
+}
+
+class DFlashV1 : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    target_ = Model::load((kDir / "target").string(), {.n_threads = 2, .load_tokenizer = false}).release();
+    ref_ = new SafetensorsFile((kDir / "v1.reference.safetensors").string());
+  }
+  static void TearDownTestSuite() {
+    delete ref_;
+    delete target_;
+  }
+  static float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    float worst = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    return worst;
+  }
+  static Model* target_;
+  static SafetensorsFile* ref_;
+};
+Model* DFlashV1::target_ = nullptr;
+SafetensorsFile* DFlashV1::ref_ = nullptr;
+
+TEST_F(DFlashV1, LoadsWithItsShape) {
+  auto drafter = Drafter::load((kDir / "v1").string(), *target_);
+  const DrafterConfig& c = drafter->config();
+  EXPECT_EQ(c.target_layer_ids, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(c.block_size, 4);
+  EXPECT_EQ(c.mask_token_id, 287);
+  EXPECT_EQ(c.causal, (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(c.decoder.attention_windows, (std::vector<int64_t>{5, 5, 0}));
+  EXPECT_EQ(c.kv_bytes_per_token(), 2 * 2 * 16 * 4);      // the full layer
+  EXPECT_EQ(c.kv_bytes_sliding(), 2 * 4 * 2 * 2 * 16 * 4);  // two sliding layers, 4 positions each
+  auto full = Drafter::load((kDir / "v1_full").string(), *target_);
+  EXPECT_EQ(full->config().causal, (std::vector<bool>{false, false, false}));
+  EXPECT_TRUE(full->config().decoder.attention_windows.empty());
+}
+
+// The residual stream after target layers 1 and 3, for every prompt token.
+TEST_F(DFlashV1, TargetTapsMatchTheReference) {
+  const auto prompt = tensor<int32_t>(*ref_, "prompt");
+  const auto want = tensor<float>(*ref_, "prompt_taps");
+  KvPool kv(target_->config(), 4);
+  const std::vector<int32_t> blocks{0, 1, 2, 3};
+  SeqSlice slice;
+  slice.tokens = prompt;
+  slice.blocks = blocks;
+  ForwardBatch batch;
+  batch.kv = &kv;
+  batch.seqs = std::span<const SeqSlice>(&slice, 1);
+  const std::vector<int32_t> taps{1, 3};
+  std::vector<float> got(want.size());
+  batch.tap_layers = taps;
+  batch.taps = got.data();
+  std::vector<float> logits(static_cast<size_t>(target_->config().vocab_size));
+  target_->forward(batch, logits.data());
+  EXPECT_LT(max_abs_diff(got, want), 1e-4f);
+}
+
+// Every block of the reference's greedy generation: the same context rows in, the same draft
+// logits out (f32 against f32; differences are summation order).
+TEST_F(DFlashV1, EveryBlockOfAGenerationMatchesTheReference) {
+  auto drafter = Drafter::load((kDir / "v1").string(), *target_);
+  const int32_t steps = tensor<int32_t>(*ref_, "num_steps")[0];
+  ASSERT_GT(steps, 10);
+  DraftContext ctx;
+  for (int32_t s = 0; s < steps; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    const std::string p = "step" + std::to_string(s) + ".";
+    std::vector<int64_t> shape;
+    const auto taps = tensor<float>(*ref_, p + "ctx_taps", &shape);
+    ASSERT_EQ(tensor<int32_t>(*ref_, p + "ctx_start")[0], ctx.length);
+    drafter->extend(ctx, taps.data(), shape[0]);
+    ASSERT_EQ(tensor<int32_t>(*ref_, p + "start")[0], ctx.length);
+    const auto block = tensor<int32_t>(*ref_, p + "block");
+    const auto want = tensor<float>(*ref_, p + "draft_logits");
+    std::vector<float> got(want.size());
+    drafter->draft(ctx, block, got.data());
+    EXPECT_LT(max_abs_diff(got, want), 2e-4f);
+    const auto drafts = tensor<int32_t>(*ref_, p + "drafts");
+    const int64_t V = drafter->config().decoder.vocab_size;
+    for (size_t i = 0; i < drafts.size(); ++i)
+      EXPECT_EQ(std::max_element(got.begin() + static_cast<ptrdiff_t>(i) * V, got.begin() + static_cast<ptrdiff_t>(i + 1) * V) -
+                    (got.begin() + static_cast<ptrdiff_t>(i) * V),
+                drafts[i]);
+  }
+}
+
+// Declared full, the same weights draft differently: the window and causality are seen.
+TEST_F(DFlashV1, TheFullTwinDraftsDifferently) {
+  auto full = Drafter::load((kDir / "v1_full").string(), *target_);
+  std::vector<int64_t> shape;
+  const auto taps = tensor<float>(*ref_, "step0.ctx_taps", &shape);
+  DraftContext ctx;
+  full->extend(ctx, taps.data(), shape[0]);
+  const auto block = tensor<int32_t>(*ref_, "step0.block");
+  const auto want = tensor<float>(*ref_, "full.step0.draft_logits");
+  std::vector<float> got(want.size());
+  full->draft(ctx, block, got.data());
+  EXPECT_LT(max_abs_diff(got, want), 2e-4f);
+  EXPECT_GT(max_abs_diff(got, tensor<float>(*ref_, "step0.draft_logits")), 1.0f);
+}
+
+// A sliding layer holds window - 1 positions whatever the context length; a full one all.
+TEST_F(DFlashV1, SlidingLayersHoldTheirWindowOnly) {
+  auto drafter = Drafter::load((kDir / "v1").string(), *target_);
+  std::vector<int64_t> shape;
+  const auto taps = tensor<float>(*ref_, "step0.ctx_taps", &shape);
+  DraftContext ctx;
+  drafter->extend(ctx, taps.data(), shape[0]);
+  drafter->extend(ctx, taps.data(), shape[0]);
+  const size_t row = 2 * 16;
+  EXPECT_EQ(ctx.k[0].size(), 4 * row);
+  EXPECT_EQ(ctx.first[0], 2 * shape[0] - 4);
+  EXPECT_EQ(ctx.k[2].size(), static_cast<size_t>(2 * shape[0]) * row);
+  EXPECT_THROW(Drafter::truncate(ctx, 3), Error);  // layer 0 dropped position 3 long ago
+  EXPECT_THROW(Drafter::truncate(ctx, 2 * shape[0] - 1), Error);  // would need position 2n - 5
+  Drafter::truncate(ctx, 2 * shape[0]);                             // a no-op
+}
+
+TEST_F(DFlashV1, RollbackForgetsContextRows) {
+  auto drafter = Drafter::load((kDir / "v1_full").string(), *target_);
+  std::vector<int64_t> shape;
+  const auto taps = tensor<float>(*ref_, "step0.ctx_taps", &shape);
+  DraftContext whole, cut;
+  drafter->extend(whole, taps.data(), shape[0]);
+  drafter->extend(cut, taps.data(), shape[0]);
+  drafter->extend(cut, taps.data(), 3);  // three rows that a rejection takes back
+  Drafter::truncate(cut, shape[0]);
+  EXPECT_EQ(cut.length, whole.length);
+  EXPECT_EQ(cut.k, whole.k);
+  EXPECT_EQ(cut.v, whole.v);
+}
+
+TEST_F(DFlashV1, AMisfitIsRefusedWithTheNumbers) {
+  auto c = DrafterConfig::from_json(nlohmann::json::parse(read_text_file((kDir / "v1/config.json").string())));
+  auto expect_refused = [&](DrafterConfig bad, const std::string& words) {
+    try {
+      bad.check_fits(target_->config());
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  DrafterConfig bad = c;
+  bad.decoder.hidden_size = 64;
+  expect_refused(bad, "hidden_size 64 does not fit the target's 32");
+  bad = c;
+  bad.target_layer_ids = {1, 6};
+  expect_refused(bad, "target_layer_ids entry 6 is outside the target's 6 layers");
+  bad = c;
+  bad.mask_token_id = 288;
+  expect_refused(bad, "mask_token_id 288 is outside the target's vocabulary of 288");
+  bad = c;
+  bad.decoder.vocab_size = 1000;
+  expect_refused(bad, "vocab_size 1000 does not fit the target's 288");
+  nlohmann::json v2 = nlohmann::json::parse(read_text_file((kDir / "v1/config.json").string()));
+  v2["dflash_config"]["conv_kernel_size"] = 2;
+  EXPECT_THROW(DrafterConfig::from_json(v2), Error);
+}
+
+}  // namespace
+}  // namespace zen::spec::dflash
