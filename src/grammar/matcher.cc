@@ -29,8 +29,12 @@ constexpr int32_t kRoot = -1;     // below the root rule's frame: popping it end
 constexpr int32_t kUnknown = -2;  // below the walked state: popping it leaves its rule
 
 uint64_t hash_frames(int32_t base, const int32_t* f, size_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(static_cast<uint32_t>(base));
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<uint32_t>(f[i])) * 0x100000001B3ull + (h >> 29);
+  auto mix = [](uint64_t h, int32_t x) {
+    h = (h ^ static_cast<uint32_t>(x)) * 0x100000001B3ull;
+    return h ^ (h >> 29);
+  };
+  uint64_t h = mix(0x9E3779B97F4A7C15ull, base);
+  for (size_t i = 0; i < n; ++i) h = mix(h, f[i]);
   return h;
 }
 
@@ -68,6 +72,7 @@ class Runner {
       work_.assign(f, f + n);
       work_.back() = to;
       visited_.clear();
+      visited_hashes_.clear();
       close(base, out);
     }
   }
@@ -76,6 +81,7 @@ class Runner {
   void close_stack(int32_t base, std::span<const int32_t> frames, Level& out) {
     work_.assign(frames.begin(), frames.end());
     visited_.clear();
+    visited_hashes_.clear();
     close(base, out);
   }
 
@@ -97,11 +103,23 @@ class Runner {
   }
 
   // Pops are the only way a closure can come back to a stack it has seen (a loop over a rule
-  // that matches the empty string), so they are checked against visited_.
+  // that matches the empty string), so they are checked against visited_: exactly, the hash
+  // only skips unequal ones (two stacks whose hashes collided once ended a closure early and
+  // made advance() refuse the token the mask had allowed).
   bool first_visit(int32_t base) {
     const uint64_t h = hash_frames(base, work_.data(), work_.size());
-    if (std::find(visited_.begin(), visited_.end(), h) != visited_.end()) return false;
-    visited_.push_back(h);
+    size_t pos = 0;
+    for (uint64_t other : visited_hashes_) {
+      const auto n = static_cast<size_t>(visited_[pos + 1]);
+      if (other == h && visited_[pos] == base && n == work_.size() &&
+          std::equal(work_.begin(), work_.end(), visited_.begin() + static_cast<ptrdiff_t>(pos + 2)))
+        return false;
+      pos += 2 + n;
+    }
+    visited_hashes_.push_back(h);
+    visited_.push_back(base);
+    visited_.push_back(static_cast<int32_t>(work_.size()));
+    visited_.insert(visited_.end(), work_.begin(), work_.end());
     return true;
   }
 
@@ -137,7 +155,8 @@ class Runner {
   const Grammar& g_;
   const std::vector<Matcher::Node>* nodes_;
   std::vector<int32_t> work_;
-  std::vector<uint64_t> visited_;
+  std::vector<uint64_t> visited_hashes_;
+  std::vector<int32_t> visited_;  // [base, n, frames...] per stack visited by this closure
 };
 
 // ---- per-state classification ---------------------------------------------------------------

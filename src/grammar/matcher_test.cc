@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "base/mmap.h"
+#include "grammar/compile.h"
+
+#include <nlohmann/json.hpp>
 
 namespace zen::grammar {
 namespace {
@@ -151,6 +155,35 @@ TEST(Matcher, ForbiddenTokensDoNotAdvance) {
   m.rollback(2);
   EXPECT_FALSE(m.accepting());
   EXPECT_TRUE(m.allows(1));
+}
+
+
+// The default model's answer to a corpus schema (062), token by token: closing the nested
+// "tls" object pops through three frames. A closure once remembered the stacks it had visited
+// by hash alone, two of them collided, the pops stopped early, and advance() refused the "}"
+// the mask had allowed: the matcher stayed put and the model wrote "}" until max_tokens. At
+// every step the mask must equal allows() over the vocabulary, and allowed tokens advance.
+TEST(Matcher, MaskAndAdvanceAgreeOnARealAnswer) {
+  const auto schema = nlohmann::ordered_json::parse(
+      read_text_file(std::string(ZEN_SOURCE_DIR) + "/tests/fixtures/json_schemas/062_app_settings_layered.json"))["schema"];
+  GrammarSpec spec;
+  spec.kind = GrammarSpec::Kind::JsonSchema;
+  spec.text = schema.dump();
+  const std::vector<std::string> answer = {"{\"", "server", "\":", " {\"", "host", "\":", " \"", "1", "2", "7", ".", "0", ".", "0", ".", "1", "\",", " \"", "port", "\":", " ", "8", "0", "0", "0", ",", " \"", "cors", "_orig", "ins", "\":", " [\"", "http", "://", "localhost", ":", "8", "0", "0", "0", "\",", " \"", "https", "://", "localhost", ":", "8", "0", "0", "0", "\"],", " \"", "tls", "\":", " {\"", "cert", "_file", "\":", " \"", "path", "/to", "/c", "ert", ".pem", "\",", " \"", "key", "_file", "\":", " \"", "path", "/to", "/key", ".pem", "\"", "}", "}"};
+  std::vector<std::string> toks(answer);
+  for (const char* extra : {"}", "}}", ",", ", \"", ", \"model", "]", "\"}"}) toks.push_back(extra);
+  toks.push_back("<eos>");
+  auto vocab = std::make_shared<Vocabulary>(toks, std::vector<int32_t>{static_cast<int32_t>(toks.size() - 1)});
+  Matcher m(std::make_shared<CompiledGrammar>(build_grammar(spec), vocab));
+  std::vector<uint64_t> mask(static_cast<size_t>(vocab->size() + 63) / 64);
+  for (size_t i = 0; i < answer.size(); ++i) {
+    m.fill_mask(mask);
+    for (int32_t t = 0; t < vocab->size(); ++t) ASSERT_EQ(bit(mask, t), m.allows(t)) << "step " << i << " token '" << toks[static_cast<size_t>(t)] << "'";
+    ASSERT_TRUE(m.advance(static_cast<int32_t>(i))) << "step " << i << " '" << answer[i] << "'";
+  }
+  // "tls" and "server" are closed; "model" is required, so no third "}".
+  EXPECT_FALSE(m.allows(static_cast<int32_t>(answer.size())));
+  EXPECT_TRUE(m.allows(static_cast<int32_t>(answer.size() + 4)));
 }
 
 }  // namespace
