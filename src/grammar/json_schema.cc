@@ -477,13 +477,12 @@ class Converter {
   ExprId set(std::string_view cs) { return b_.bytes(chars(cs)); }
   ExprId range(char lo, char hi) { return b_.bytes(ByteSet::range(static_cast<uint8_t>(lo), static_cast<uint8_t>(hi))); }
   ExprId digit() { return range('0', '9'); }
-  // Fraction digits from position `used` on, at most frac_cap_ in all.
-  ExprId more_digits(size_t used, bool need, ExprId one) {
-    const size_t rest = frac_cap_ > used ? frac_cap_ - used : 0;
+  // Fraction digits from position `used` on, at most `cap` in all.
+  ExprId more_digits(size_t used, bool need, ExprId one, size_t cap = kMaxFractionDigits) {
+    const size_t rest = cap > used ? cap - used : 0;
     if (need && rest == 0) return nothing();
     return b_.repeat(one, need ? 1 : 0, static_cast<int32_t>(rest));
   }
-  size_t frac_cap_ = kMaxFractionDigits;
   ExprId digits(int n) { return b_.repeat(digit(), n, n); }
   ExprId hex() { return set("0123456789abcdefABCDEF"); }
   ExprId nothing() { return b_.alt({}); }
@@ -2234,7 +2233,6 @@ ExprId Converter::magnitude_range(const Bound& lo, const std::optional<Bound>& h
   const std::string from = add_one(a);
   std::optional<std::string> to;
   if (hi) to = sub_one(hi->value.whole);  // hi's whole part > a here, so > 0
-  frac_cap_ = kMaxFractionDigits;
   const ExprId any_fraction = b_.opt(b_.seq({lit("."), more_digits(0, true, digit())}));
   if (!to || !(to->size() < from.size() || (to->size() == from.size() && *to < from)))
     alts.push_back(b_.seq({uint_range(from, to), any_fraction}));
@@ -2250,7 +2248,6 @@ ExprId Converter::fraction(const std::optional<Bound>& lo, const std::optional<B
   const bool zero_ok =
       (!lo || (lo->value.frac.empty() && !lo->exclusive)) && (!hi || !hi->value.frac.empty() || !hi->exclusive);
   const std::string lf = lo ? lo->value.frac : "", hf = hi ? hi->value.frac : "";
-  frac_cap_ = std::max(kMaxFractionDigits, std::max(lf.size(), hf.size()) + 1);
   const ExprId digits_part = fraction_digits(lf, lo && lo->exclusive, hf, hi && hi->exclusive, 0, lo.has_value(),
                                              hi.has_value(), true);
   const ExprId dotted = b_.seq({lit("."), digits_part});
@@ -2261,19 +2258,21 @@ ExprId Converter::fraction(const std::optional<Bound>& lo, const std::optional<B
 // (missing bound digits count as 0). need_digit: the empty string is not allowed here.
 ExprId Converter::fraction_digits(const std::string& lo, bool lo_excl, const std::string& hi, bool hi_excl, size_t i,
                                   bool tlo, bool thi, bool need_digit) {
+  // At most 20 digits, or one past the longer bound's own.
+  const size_t cap = std::max(kMaxFractionDigits, std::max(lo.size(), hi.size()) + 1);
   if (tlo && i >= lo.size() && !lo_excl) tlo = false;  // already >= lo whatever follows
   if (thi && i >= hi.size()) {                         // equal to hi: only zeros may follow
     if (hi_excl || tlo) return nothing();
-    return more_digits(i, need_digit, lit("0"));
+    return more_digits(i, need_digit, lit("0"), cap);
   }
   if (tlo && i >= lo.size() && !thi) {  // equal to an exclusive lo: some nonzero digit must follow
     std::vector<ExprId> alts;
-    for (size_t zeros = 0; i + zeros < frac_cap_; ++zeros)
+    for (size_t zeros = 0; i + zeros < cap; ++zeros)
       alts.push_back(b_.seq({b_.repeat(lit("0"), static_cast<int32_t>(zeros), static_cast<int32_t>(zeros)), range('1', '9'),
-                             more_digits(i + zeros + 1, false, digit())}));
+                             more_digits(i + zeros + 1, false, digit(), cap)}));
     return b_.alt(std::move(alts));
   }
-  if (!tlo && !thi) return more_digits(i, need_digit, digit());
+  if (!tlo && !thi) return more_digits(i, need_digit, digit(), cap);
   std::vector<ExprId> alts;
   // Ending here is fine unless the digits so far equal lo's (then they are below lo, or
   // equal to an exclusive lo); equal to a prefix of hi is below hi (hi has more digits).
@@ -2289,7 +2288,7 @@ ExprId Converter::fraction_digits(const std::string& lo, bool lo_excl, const std
   }
   if (tlo) alts.push_back(b_.seq({lit(std::string(1, l)), next(true, false)}));
   const char from = static_cast<char>(tlo ? l + 1 : '0'), to = static_cast<char>(thi ? h - 1 : '9');
-  if (from <= to) alts.push_back(b_.seq({range(from, to), more_digits(i + 1, false, digit())}));
+  if (from <= to) alts.push_back(b_.seq({range(from, to), more_digits(i + 1, false, digit(), cap)}));
   if (thi) alts.push_back(b_.seq({lit(std::string(1, h)), next(false, true)}));
   return b_.alt(std::move(alts));
 }
@@ -2333,7 +2332,6 @@ int32_t Converter::integer_rule() {
 int32_t Converter::number_rule() {
   if (number_rule_ >= 0) return number_rule_;
   number_rule_ = new_rule("", "number");
-  frac_cap_ = kMaxFractionDigits;
   const ExprId frac = b_.opt(b_.seq({lit("."), more_digits(0, true, digit())}));
   const ExprId exp = b_.opt(b_.seq({set("eE"), b_.opt(set("+-")), b_.plus(digit())}));
   define(number_rule_, b_.seq({b_.opt(lit("-")), int_part(b_), frac, exp}));

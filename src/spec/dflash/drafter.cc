@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include "base/error.h"
-#include "kernels/cpu/quant.h"
 #include "kernels/cpu/ops.h"
+#include "model/gated_delta_net.h"
 
 namespace zen::spec::dflash {
 namespace {
@@ -35,18 +34,6 @@ std::vector<int32_t> default_taps(int64_t target_layers, int64_t draft_layers) {
   std::vector<int32_t> out;
   for (int64_t i = 0; i < draft_layers; ++i)
     out.push_back(static_cast<int32_t>(std::nearbyint(start + static_cast<double>(i) * span / static_cast<double>(draft_layers - 1))));
-  return out;
-}
-
-std::vector<float> vector_of(Checkpoint& c, const std::string& name, int64_t n) {
-  const TensorView* t = c.take(name, {n});
-  if (t == nullptr) return {};
-  if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16) {
-    c.note_mismatch(name + ": dtype " + dtype_name(t->dtype) + " is not supported for vectors");
-    return {};
-  }
-  std::vector<float> out(static_cast<size_t>(n));
-  kernels::dequantize_row(t->dtype, t->data, out.data(), n);
   return out;
 }
 
@@ -142,16 +129,16 @@ Drafter::Drafter(std::unique_ptr<Checkpoint> ckpt, DrafterConfig cfg, Model& tar
   const QuantConfig quant = QuantConfig::from_checkpoint(c);
   auto matrix = [&](const std::string& name, std::vector<int64_t> shape) { return Linear::bind(c, name, std::move(shape), quant); };
   fc_ = matrix("fc.weight", {H, cfg_.tap_width()});
-  hidden_norm_ = vector_of(c, "hidden_norm.weight", H);
-  final_norm_ = vector_of(c, "norm.weight", H);
+  hidden_norm_ = take_f32_vector(c, "hidden_norm.weight", {H});
+  final_norm_ = take_f32_vector(c, "norm.weight", {H});
   layers_.resize(static_cast<size_t>(d.num_layers));
   for (int64_t l = 0; l < d.num_layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
     const std::string p = "layers." + std::to_string(l) + ".";
-    L.attn_norm = vector_of(c, p + "input_layernorm.weight", H);
-    L.ffn_norm = vector_of(c, p + "post_attention_layernorm.weight", H);
-    L.q_norm = vector_of(c, p + "self_attn.q_norm.weight", hd);
-    L.k_norm = vector_of(c, p + "self_attn.k_norm.weight", hd);
+    L.attn_norm = take_f32_vector(c, p + "input_layernorm.weight", {H});
+    L.ffn_norm = take_f32_vector(c, p + "post_attention_layernorm.weight", {H});
+    L.q_norm = take_f32_vector(c, p + "self_attn.q_norm.weight", {hd});
+    L.k_norm = take_f32_vector(c, p + "self_attn.k_norm.weight", {hd});
     L.wq = matrix(p + "self_attn.q_proj.weight", {q_dim, H});
     L.wk = matrix(p + "self_attn.k_proj.weight", {kv_dim, H});
     L.wv = matrix(p + "self_attn.v_proj.weight", {kv_dim, H});
