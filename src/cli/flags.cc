@@ -31,7 +31,7 @@ std::string Flags::usage() const {
       for (size_t i = 0; i < s.choices.size(); ++i) os << (i ? "," : "") << s.choices[i];
       os << "}";
     } else if (s.kind != FlagKind::Bool) {
-      os << (s.kind == FlagKind::Int ? " N" : s.kind == FlagKind::Float ? " X" : " VALUE");
+      os << (s.kind == FlagKind::Int ? " N" : s.kind == FlagKind::Float ? " X" : s.kind == FlagKind::OptionalString ? " [VALUE]" : " VALUE");
     }
     os << "\n      " << s.help << "\n";
   }
@@ -57,6 +57,10 @@ void Flags::parse(int argc, char** argv, int first) {
     if (spec->kind == FlagKind::Bool) {
       if (inline_value) fail("--", name, " takes no value");
       values_[name] = "1";
+      continue;
+    }
+    if (spec->kind == FlagKind::OptionalString && !inline_value) {
+      values_[name] = i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0 ? argv[++i] : "";
       continue;
     }
     if (!inline_value) {

@@ -9,7 +9,9 @@
 
 namespace zen::cli {
 
-enum class FlagKind { String, Int, Float, Bool, Choice };
+// OptionalString: "--name", "--name=VALUE" or "--name VALUE" (the next argument, unless it is
+// a flag); bare, its value is "".
+enum class FlagKind { String, Int, Float, Bool, Choice, OptionalString };
 
 struct FlagSpec {
   std::string name;  // without dashes

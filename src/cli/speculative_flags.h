@@ -1,5 +1,6 @@
 // Speculative-decoding flags shared by zen run, serve and bench: vLLM's --speculative-config
-// JSON, and the shortcuts --draft-model PATH and --mtp; --spec-trace FILE for debugging.
+// JSON, and the shortcuts --draft-model PATH, --dflash [PATH] and --mtp; --spec-trace FILE for
+// debugging.
 #pragma once
 #include <string>
 #include <vector>

@@ -18,6 +18,7 @@
 #include "grammar/matcher.h"
 #include "kernels/cpu/packed.h"
 #include "model/hybrid.h"
+#include "spec/dflash/proposer.h"
 #include "spec/draft_model.h"
 #include "spec/ngram.h"
 #include "spec/suffix.h"
@@ -152,6 +153,12 @@ std::unique_ptr<spec::Proposer> make_proposer(const spec::SpeculativeConfig& c, 
     fail("--speculative-config method mtp: the MTP proposer is not implemented yet (the head loads: ", hybrid->mtp_status(),
          "); use ngram, suffix or draft_model");
   }
+  if (c.method == "dflash") {
+    if (c.model.empty())
+      fail("--speculative-config method dflash needs \"model\": the drafter folder (or --dflash with a model folder ",
+           "that carries dflash2/ or dflash/)");
+    return std::make_unique<spec::dflash::DFlashProposer>(target, c.model);
+  }
   if (c.method == "ngram") return std::make_unique<spec::NgramProposer>(spec::NgramOptions{c.prompt_lookup_min, c.prompt_lookup_max});
   if (c.method == "suffix") {
     spec::SuffixOptions o;
@@ -198,8 +205,10 @@ struct Engine::Impl {
                   blocks, states.get()),
         runner(model, kv, states ? &states->pool() : nullptr),
         proposer(std::move(p)) {
-    if (auto* draft = dynamic_cast<spec::DraftModelProposer*>(proposer.get()))
-      draft->reserve_kv(kv.num_blocks() * o.block_size);  // as many tokens as the target's cache
+    if (proposer) {
+      proposer->reserve_kv_blocks(kv.num_blocks(), o.block_size);  // as many tokens as the target's cache
+      runner.set_tap_layers(proposer->tap_layers());
+    }
     if (draft_bytes_per_token > 0 && KvPool::bytes_per_token(cfg, o.kv_dtype) > 0)
       kv_tokens_without_drafter = kv_blocks(cfg, o) * o.block_size;
     if (proposer) {
@@ -225,7 +234,7 @@ struct Engine::Impl {
   ModelRunner runner;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs;  // engine thread only
   std::unique_ptr<spec::Proposer> proposer;  // null: no speculation
-  int64_t kv_tokens_without_drafter = 0;      // a draft model's KV shares the budget
+  int64_t kv_tokens_without_drafter = 0;      // a proposer's KV shares the budget
   std::unique_ptr<spec::Controller> controller;
   spec::Verifier verifier;
   std::ofstream trace;
@@ -257,8 +266,15 @@ Engine::Engine(Model& model, const EngineOptions& options) : model_(model), opti
          state_bytes / (1 << 20), " MiB per sequence); ", static_cast<double>(available_memory_bytes()) / (1 << 30),
          " GiB are available");
   std::unique_ptr<spec::Proposer> proposer = make_proposer(options_.speculative, model, options_);
-  size_t draft_bytes = 0;
-  if (auto* draft = dynamic_cast<spec::DraftModelProposer*>(proposer.get())) draft_bytes = draft->kv_bytes_per_token();
+  const size_t draft_bytes = proposer ? proposer->kv_bytes_per_token() : 0;
+  if (auto* dflash = dynamic_cast<spec::dflash::DFlashProposer*>(proposer.get())) {
+    // k: the drafter drafts block_size - 1 tokens per block.
+    const auto block = static_cast<int32_t>(std::min<int64_t>(dflash->drafter().config().block_size - 1, spec::kMaxDraftTokens));
+    if (options_.speculative.num_speculative_tokens > block)
+      fail("--speculative-config: num_speculative_tokens ", options_.speculative.num_speculative_tokens,
+           " exceeds what the DFlash drafter drafts per block (", block, ")");
+    if (options_.speculative.num_speculative_tokens == 0) options_.speculative.num_speculative_tokens = block;
+  }
   impl_ = std::make_unique<Impl>(model, options_, std::move(proposer), draft_bytes);
   const int64_t longest = impl_->blocks.num_blocks() * options_.block_size;
   if (impl_->kv.bytes_per_token() > 0 && options_.context_window > longest) options_.context_window = longest;
@@ -376,6 +392,8 @@ void Engine::use_proposer(std::unique_ptr<spec::Proposer> proposer, const spec::
   }
   impl_->proposer = std::move(proposer);
   impl_->controller = impl_->proposer ? std::make_unique<spec::Controller>(control) : nullptr;
+  if (impl_->proposer) impl_->proposer->reserve_kv_blocks(impl_->kv.num_blocks(), options_.block_size);
+  impl_->runner.set_tap_layers(impl_->proposer ? impl_->proposer->tap_layers() : std::span<const int32_t>());
 }
 
 const spec::Controller* Engine::controller() const { return impl_->controller.get(); }
@@ -444,6 +462,7 @@ void Engine::Impl::draft(const EngineOptions& o, int64_t context_window) {
     slot.prompt_len = cand_seqs[i]->prompt_len;
     slot.max_tokens = cands[i].max_k;
     slot.sampling = &cand_seqs[i]->params.sampling;
+    slot.kv_blocks = cand_seqs[i]->blocks;
     slots.push_back(std::move(slot));
     slot_of.push_back(i);
   }
@@ -575,14 +594,23 @@ bool Engine::step() {
         seq.block_hashes.push_back(m.blocks.register_full(seq.blocks[b], parent, block_tokens));
       }
     };
+    // Rows that became final, for a proposer reading the target's hidden states.
+    std::vector<spec::CommittedRows> committed;
+    const bool taps = m.proposer && !m.proposer->tap_layers().empty();
+    auto commit_rows = [&](const Sequence& seq, size_t i, int64_t from) {
+      if (taps && seq.computed > from)
+        committed.push_back({seq.id, seq.blocks, from, m.runner.first_token(i), seq.computed - from});
+    };
     for (size_t i = 0; i < plan.size(); ++i) {
       Sequence& seq = *plan[i].seq;
       if (!error.empty()) {
         finish(seq, "error", {}, error);
         continue;
       }
+      const int64_t computed_before = seq.computed;
       seq.computed += plan[i].n_tokens;
       if (seq.uncomputed() > 0) {  // prefill continues next step
+        commit_rows(seq, i, computed_before);
         register_blocks(seq);
         if (m.states && seq.computed % kGatedDeltaNetChunk == 0 && seq.computed % bs == 0 && options_.prefix_cache)
           m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(seq.computed / bs - 1)], seq.state_slot);
@@ -631,6 +659,7 @@ bool Engine::step() {
       // go back to the pool, hashes only ever cover computed tokens).
       seq.computed = base + std::min(v.emitted, v.accepted);
       m.scheduler.rollback(&seq, static_cast<int64_t>(seq.tokens.size()));
+      commit_rows(seq, i, computed_before);
       register_blocks(seq);
       if (m.states) {
         // The live state is the one after the last draft; the one after the last kept token
@@ -651,6 +680,18 @@ bool Engine::step() {
       }
       if (m.proposer) m.proposer->observe(seq.id, seq.tokens, seq.prompt_len, k, v.accepted);
       send(seq, u);
+    }
+    if (!committed.empty()) {
+      try {
+        m.proposer->commit(committed, m.runner.taps());
+      } catch (const std::exception& e) {
+        // Its context would now be wrong for these sequences: stop speculating rather than
+        // draft from it (greedy output would stay exact, but every draft would be wasted).
+        std::fprintf(stderr, "zen: speculative proposer failed to record the step, speculation is off from now: %s\n", e.what());
+        m.proposer.reset();
+        m.controller.reset();
+        m.runner.set_tap_layers({});
+      }
     }
   }
   ++m.step_index;

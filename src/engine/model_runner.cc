@@ -5,6 +5,8 @@ namespace zen {
 float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
   slices_.clear();
   first_row_.clear();
+  first_token_.clear();
+  int64_t tokens = 0;
   histories_.resize(plan.size());
   int64_t rows = 0;
   for (const ScheduledSeq& s : plan) {
@@ -25,6 +27,8 @@ float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
     }
     slices_.push_back(slice);
     first_row_.push_back(rows);
+    first_token_.push_back(tokens);
+    tokens += s.n_tokens;
     rows += s.all_logits ? s.n_tokens : 1;
   }
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
@@ -33,6 +37,12 @@ float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
   batch.kv = &kv_;
   batch.states = states_;
   batch.seqs = slices_;
+  if (!tap_layers_.empty()) {
+    const auto width = static_cast<size_t>(model_.config().hidden_size) * tap_layers_.size();
+    if (taps_.size() < static_cast<size_t>(tokens) * width) taps_.resize(static_cast<size_t>(tokens) * width);
+    batch.tap_layers = tap_layers_;
+    batch.taps = taps_.data();
+  }
   model_.forward(batch, logits_.data());
   return logits_.data();
 }

@@ -18,6 +18,11 @@ class ModelRunner {
   // rows for entries with all_logits; first_row(i) says where plan[i]'s rows start.
   float* run(std::span<const ScheduledSeq> plan);
   int64_t first_row(size_t i) const { return first_row_[i]; }
+  // Target layers to capture on every forward (a DFlash proposer's taps); then taps() holds
+  // [tokens, layers x hidden] for the last run, plan[i]'s tokens from row first_token(i).
+  void set_tap_layers(std::span<const int32_t> layers) { tap_layers_ = layers; }
+  const float* taps() const { return taps_.data(); }
+  int64_t first_token(size_t i) const { return first_token_[i]; }
   void set_states(StatePool* states) { states_ = states; }
 
  private:
@@ -27,6 +32,9 @@ class ModelRunner {
   std::vector<SeqSlice> slices_;
   std::vector<std::vector<int32_t>> histories_;
   std::vector<int64_t> first_row_;
+  std::vector<int64_t> first_token_;
+  std::span<const int32_t> tap_layers_;
+  std::vector<float> taps_;
   std::vector<float> logits_;
 };
 

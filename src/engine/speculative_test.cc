@@ -237,36 +237,6 @@ TEST_F(EngineSpec, SeededSamplingWithPointMassDraftsEqualsPlainDecoding) {
   EXPECT_GT(engine.stats().spec_accepted_tokens, 0);
 }
 
-// Two-sample chi-square: do the token counts a and b come from one distribution? Bins with
-// fewer than 10 expected samples are pooled. Returns the statistic over its 99.9% critical
-// value (Wilson-Hilferty), so < 1 passes.
-double chi_square_ratio(const std::map<int32_t, int>& a, const std::map<int32_t, int>& b) {
-  std::map<int32_t, std::pair<double, double>> bins;
-  double na = 0, nb = 0;
-  for (const auto& [t, c] : a) bins[t].first += c, na += c;
-  for (const auto& [t, c] : b) bins[t].second += c, nb += c;
-  std::vector<std::pair<double, double>> pooled{{0, 0}};
-  for (const auto& [t, ab] : bins) {
-    if ((ab.first + ab.second) * std::min(na, nb) / (na + nb) < 10) {
-      pooled[0].first += ab.first, pooled[0].second += ab.second;
-    } else {
-      pooled.push_back(ab);
-    }
-  }
-  double stat = 0;
-  int used = 0;
-  for (const auto& [x, y] : pooled) {
-    if (x + y == 0) continue;
-    const double d = x * std::sqrt(nb / na) - y * std::sqrt(na / nb);
-    stat += d * d / (x + y);
-    ++used;
-  }
-  const double df = std::max(1, used - 1);
-  const double z = 3.09;  // 99.9%
-  const double crit = df * std::pow(1 - 2 / (9 * df) + z * std::sqrt(2 / (9 * df)), 3);
-  return stat / crit;
-}
-
 TEST_F(EngineSpec, SampledOutputHasTheDistributionOfPlainDecoding) {
   const auto prompt = random_prompts(1, 12, 12, vocab(), 3)[0];
   RequestParams params;

@@ -10,6 +10,7 @@ namespace zen::spec {
 
 int32_t SpeculativeConfig::k() const {
   if (num_speculative_tokens > 0) return num_speculative_tokens;
+  if (method == "dflash") return 15;  // the Qwen drafts' block of 16 (the engine takes the drafter's own)
   if (method == "suffix") return 16;
   if (method == "mtp") return 3;
   return 5;
@@ -72,12 +73,13 @@ SpeculativeConfig SpeculativeConfig::parse(std::string_view text) {
 }
 
 void SpeculativeConfig::validate() const {
-  if (method.empty()) fail("--speculative-config: \"method\" is required (ngram, suffix, draft_model or mtp)");
-  if (method != "ngram" && method != "suffix" && method != "draft_model" && method != "mtp")
-    fail("--speculative-config: unknown method \"", method, "\" (ngram, suffix, draft_model or mtp)");
+  if (method.empty()) fail("--speculative-config: \"method\" is required (ngram, suffix, draft_model, dflash or mtp)");
+  if (method != "ngram" && method != "suffix" && method != "draft_model" && method != "dflash" && method != "mtp")
+    fail("--speculative-config: unknown method \"", method, "\" (ngram, suffix, draft_model, dflash or mtp)");
   if (method == "draft_model" && model.empty()) fail("--speculative-config: method draft_model needs \"model\": PATH");
-  if (method != "draft_model" && !model.empty())
-    fail("--speculative-config: \"model\" is only for method draft_model, not ", method);
+  // dflash without a model: the target's folder's dflash2/ or dflash/ (the CLI looks).
+  if (method != "draft_model" && method != "dflash" && !model.empty())
+    fail("--speculative-config: \"model\" is only for methods draft_model and dflash, not ", method);
   // The global trie holds up to depth x cached tokens nodes of 16 bytes.
   if (int64_t{suffix_max_tree_depth} * suffix_max_cached_tokens > (int64_t{1} << 27))
     fail("--speculative-config: suffix_decoding_max_tree_depth x suffix_decoding_max_cached_tokens may be at most 2^27 (",
@@ -91,7 +93,7 @@ std::string SpeculativeConfig::describe() const {
   std::ostringstream s;
   s << "Speculative decoding: " << method << ", k up to " << k() << (adaptive ? ", adaptive" : ", fixed");
   if (method == "ngram") s << ", n-gram " << prompt_lookup_min << ".." << prompt_lookup_max;
-  if (method == "draft_model") s << ", draft " << model;
+  if (method == "draft_model" || method == "dflash") s << ", draft " << model;
   return s.str();
 }
 

@@ -8,8 +8,8 @@
 namespace zen::spec {
 
 struct SpeculativeConfig {
-  std::string method;                 // "" (off) | ngram | suffix | draft_model | mtp
-  std::string model;                  // draft_model: the draft checkpoint
+  std::string method;                 // "" (off) | ngram | suffix | draft_model | dflash | mtp
+  std::string model;                  // draft_model: the draft checkpoint; dflash: the drafter folder
   int32_t num_speculative_tokens = 0;  // k (the most the controller may pick); 0: the method's default
   int32_t prompt_lookup_min = 2;       // ngram
   int32_t prompt_lookup_max = 5;
@@ -21,7 +21,7 @@ struct SpeculativeConfig {
   double suffix_min_token_prob = 0.1;
 
   bool enabled() const { return !method.empty(); }
-  // k after defaults: ngram 5, suffix 16, draft_model 5, mtp 3.
+  // k after defaults: ngram 5, suffix 16, draft_model 5, dflash 15, mtp 3.
   int32_t k() const;
   // Throws zen::Error naming the offending key.
   static SpeculativeConfig parse(std::string_view json);

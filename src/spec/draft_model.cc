@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/mmap.h"
 #include "spec/controller.h"
+#include "spec/draft_sampling.h"
 #include "io/checkpoint.h"
 
 namespace zen::spec {
@@ -44,25 +45,6 @@ bool is_padding(int32_t id, const std::string& text) {
 int64_t blocks_for(int64_t tokens, int64_t block_size) { return (tokens + block_size - 1) / block_size; }
 
 int64_t count_of(const auto& v) { return static_cast<int64_t>(v.size()); }
-
-bool is_greedy(const SamplingParams* p) { return p == nullptr || p->temperature == 0.0f || p->top_k == 1; }
-
-// The draft's sampling: the request's temperature / top-k / top-p / min-p and seed, nothing else.
-SamplingParams drafting_params(const SamplingParams& r) {
-  SamplingParams p;
-  p.temperature = r.temperature;
-  p.top_k = r.top_k;
-  p.top_p = r.top_p;
-  p.min_p = r.min_p;
-  p.has_seed = r.has_seed;
-  p.seed = r.has_seed ? r.seed ^ 0x5DEECE66Dd1f0a3bULL : 0;  // not the verifier's own stream
-  return p;
-}
-
-bool same_drafting(const SamplingParams& a, const SamplingParams& b) {
-  return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
-         a.has_seed == b.has_seed && a.seed == b.seed;
-}
 
 }  // namespace
 
@@ -276,7 +258,7 @@ void DraftModelProposer::propose_impl(std::span<DraftSlot> slots) {
     w.fed = c;
     w.n = n;
     w.k = s.max_tokens;
-    w.greedy = is_greedy(s.sampling);
+    w.greedy = is_greedy_request(s.sampling);
     work_.push_back(w);
   }
 
@@ -293,14 +275,7 @@ void DraftModelProposer::propose_impl(std::span<DraftSlot> slots) {
       continue;
     }
     DraftSlot& s = slots[w.slot];
-    if (!w.greedy) {
-      const SamplingParams p = drafting_params(*s.sampling);
-      if (!st.sampler || !same_drafting(st.sampler_params, p)) {
-        st.sampler = std::make_unique<Sampler>(p, std::span<const int32_t>());
-        st.sampler_params = p;
-      }
-      s.q.assign(static_cast<size_t>(w.k) * static_cast<size_t>(target_vocab_), 0.0f);
-    }
+    if (!w.greedy) s.q.assign(static_cast<size_t>(w.k) * static_cast<size_t>(target_vocab_), 0.0f);
     s.draft.reserve(static_cast<size_t>(w.k));
     // The catch-up tokens are cached once the forwards below have run.
     st.tokens.insert(st.tokens.end(), s.tokens.begin() + w.fed, s.tokens.end());
@@ -384,17 +359,7 @@ void DraftModelProposer::run_forward(std::span<const SeqSlice> slices) {
 }
 
 void DraftModelProposer::draft_one(Work& w, DraftSlot& slot, const float* row) {
-  if (w.greedy) {
-    slot.draft.push_back(argmax(row, use_vocab_));
-    return;
-  }
-  row_scratch_.assign(row, row + use_vocab_);
-  Sampler& sampler = *w.st->sampler;
-  const std::span<const TokenProb> dist = sampler.distribution(row_scratch_.data(), use_vocab_);
-  const int32_t t = sampler.draw(dist);
-  float* q = slot.q.data() + slot.draft.size() * static_cast<size_t>(target_vocab_);
-  for (const TokenProb& p : dist) q[p.token] = static_cast<float>(p.p);
-  slot.draft.push_back(t);
+  w.st->sampler.draw(slot.sampling, row, use_vocab_, target_vocab_, slot);
 }
 
 void DraftModelProposer::record_time(int64_t tokens, double seconds) {

@@ -18,11 +18,8 @@
 // token is remembered as cached when it is fed; the last one is never fed. Kernels are
 // batch-invariant, so a draft that is the target itself drafts exactly the target's greedy path.
 //
-// q. Greedy requests (temperature 0 or top_k 1) draft the argmax (first maximum wins) and leave
-// q empty (a point mass). Sampled requests draft from q = the request's temperature / top-k /
-// top-p / min-p over the draft's logits, without penalties or logit bias (which the verifier's p
-// applies; rejection sampling is exact for any q the draft truly drew from), using one Sampler
-// per sequence seeded from the request's seed (reproducible runs); q rows are dense over the
+// q. Drafts are drawn as draft_sampling.h says (greedy: the argmax, q empty; sampled: q from
+// the request's temperature / top-k / top-p / min-p); q rows are dense over the
 // TARGET's vocabulary (zeros outside the support and past the draft's vocabulary; draft logits
 // past the target's vocabulary are ignored).
 //
@@ -46,6 +43,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
+#include "spec/draft_sampling.h"
 #include "spec/proposer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -81,10 +79,11 @@ class DraftModelProposer : public Proposer {
   DraftModelProposer(const Model& target, std::unique_ptr<Model> draft, const DraftModelOptions& o);
   ~DraftModelProposer() override;
 
-  size_t kv_bytes_per_token() const;  // the draft's KV bytes per token at o.kv_dtype
+  size_t kv_bytes_per_token() const override;  // the draft's KV bytes per token at o.kv_dtype
   // Allocates the draft KV pool for this many tokens (rounded up to whole blocks); drops every
   // cached sequence. Must be called before propose().
   void reserve_kv(int64_t tokens);
+  void reserve_kv_blocks(int64_t blocks, int64_t block_size) override { reserve_kv(blocks * block_size); }
   const Model& draft() const { return *draft_; }
 
   std::string_view name() const override { return "draft_model"; }
@@ -110,8 +109,7 @@ class DraftModelProposer : public Proposer {
   struct SeqState {
     std::vector<int32_t> tokens;  // [cached] tokens whose K/V are in the draft pool, positions 0..
     std::vector<int32_t> blocks;  // [>= ceil(cached / block_size)] physical block table
-    std::unique_ptr<Sampler> sampler;  // sampled requests: draws drafts (penalties and bias off)
-    SamplingParams sampler_params;     // what sampler was built from (rebuilt when they change)
+    DraftSampler sampler;              // draws drafts (draft_sampling.h)
     uint64_t last_used = 0;            // propose() call that last drafted for it (LRU)
   };
   // One slot's work in the current call.
@@ -153,7 +151,6 @@ class DraftModelProposer : public Proposer {
   std::vector<SeqSlice> slices_;
   std::vector<size_t> slice_work_;  // [slices] index into work_
   std::vector<float> logits_;       // [rows, Vd]
-  std::vector<float> row_scratch_;  // [use_vocab] a logits row the sampler may edit
 
   // Measured forward seconds by token count (an exponential moving average per count), sorted
   // by count: [distinct counts measured] (tokens, seconds).

@@ -20,11 +20,22 @@ struct DraftSlot {
   int64_t prompt_len = 0;
   int32_t max_tokens = 0;           // k chosen by the controller (> 0)
   const SamplingParams* sampling = nullptr;  // how the target samples (a draft model samples alike)
+  // The target's block table: positions 0 .. tokens.size() - 2 are in its KV cache (and in a
+  // proposer's store beside it, see reserve_kv_blocks).
+  std::span<const int32_t> kv_blocks;
   // Out: at most max_tokens drafted tokens, and for proposers with a distribution the
   // probabilities each was drawn from ([draft.size(), vocab], row j for draft[j]); empty q
   // means a point mass on each drafted token.
   std::vector<int32_t> draft;
   std::vector<float> q;
+};
+
+// Rows of a target forward that became final: a sequence's positions pos .. pos + n - 1,
+// whose tapped hidden states are rows row .. row + n - 1 of the step's tap buffer.
+struct CommittedRows {
+  uint64_t seq_id = 0;
+  std::span<const int32_t> kv_blocks;  // the sequence's block table in the target's cache
+  int64_t pos = 0, row = 0, n = 0;
 };
 
 class Proposer {
@@ -46,6 +57,18 @@ class Proposer {
   virtual void finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) {
     (void)seq_id, (void)tokens, (void)prompt_len;
   }
+  // Target layers whose output residual stream this proposer reads (DFlash); empty: none.
+  // The engine then captures them on every forward and passes commit() the rows that became
+  // final (prefill chunks; a verification's last token and its accepted drafts), in position
+  // order, before anything could evict their blocks.
+  virtual std::span<const int32_t> tap_layers() const { return {}; }
+  // taps: [forward rows, tap_layers().size() * hidden].
+  virtual void commit(std::span<const CommittedRows> rows, const float* taps) { (void)rows, (void)taps; }
+  // KV the proposer keeps for each token the target caches (a draft model's own pool, a DFlash
+  // drafter's context K/V), counted against the same memory budget; 0: none.
+  virtual size_t kv_bytes_per_token() const { return 0; }
+  // The target's pool once sized: the proposer allocates its own for as many tokens.
+  virtual void reserve_kv_blocks(int64_t blocks, int64_t block_size) { (void)blocks, (void)block_size; }
   // Seconds one propose() call costs for `seqs` sequences drafting `k` tokens each, as the
   // proposer measured it (0: negligible, e.g. lookups); the controller adds it to a step.
   virtual double cost_seconds(int64_t seqs, int32_t k) const {

@@ -1,6 +1,7 @@
 #include "spec/dflash/drafter.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "base/error.h"
@@ -151,35 +152,51 @@ Drafter::Drafter(std::unique_ptr<Checkpoint> ckpt, DrafterConfig cfg, Model& tar
   c.require_clean();
 }
 
-void Drafter::extend(DraftContext& ctx, const float* taps, int64_t n) const {
+void Drafter::context_kv(const float* taps, std::span<const int64_t> positions, std::vector<std::vector<float>>& k,
+                         std::vector<std::vector<float>>& v) const {
   const ModelConfig& d = cfg_.decoder;
+  const auto n = static_cast<int64_t>(positions.size());
   const int64_t H = d.hidden_size, hd = d.head_dim, nkv = d.num_kv_heads, kv_dim = nkv * hd;
   const float eps = static_cast<float>(d.rms_norm_eps);
   ThreadPool& pool = target_.pool();
   std::vector<float> c(static_cast<size_t>(n * H));  // [n, H]
   fc_.matmul(taps, n, c.data(), pool);
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&c[t * H], hidden_norm_.data(), eps, H, &c[t * H]);
+  k.resize(layers_.size());
+  v.resize(layers_.size());
+  std::vector<float> cos(static_cast<size_t>(rope_.dim() / 2)), sin(cos.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    k[l].resize(static_cast<size_t>(n * kv_dim));
+    v[l].resize(k[l].size());
+    L.wk.matmul(c.data(), n, k[l].data(), pool);
+    L.wv.matmul(c.data(), n, v[l].data(), pool);
+    for (int64_t t = 0; t < n; ++t) {
+      float* kt = &k[l][static_cast<size_t>(t * kv_dim)];
+      for (int64_t h = 0; h < nkv; ++h) kernels::rmsnorm(kt + h * hd, L.k_norm.data(), eps, hd, kt + h * hd);
+      rope_.angles(positions[static_cast<size_t>(t)], cos.data(), sin.data());
+      rope_.apply(kt, nkv, hd, cos.data(), sin.data());
+    }
+  }
+}
+
+void Drafter::extend(DraftContext& ctx, const float* taps, int64_t n) const {
+  const ModelConfig& d = cfg_.decoder;
+  const int64_t kv_dim = d.num_kv_heads * d.head_dim;
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) positions[static_cast<size_t>(t)] = ctx.length + t;
+  std::vector<std::vector<float>> k, v;
+  context_kv(taps, positions, k, v);
   ctx.k.resize(layers_.size());
   ctx.v.resize(layers_.size());
   ctx.first.resize(layers_.size(), 0);
   ctx.window.resize(layers_.size());
-  for (size_t l = 0; l < layers_.size(); ++l) ctx.window[l] = d.attention_window(static_cast<int64_t>(l));
-  std::vector<float> k(static_cast<size_t>(n * kv_dim)), v(k.size());  // [n, kv_dim]
-  std::vector<float> cos(static_cast<size_t>(rope_.dim() / 2)), sin(cos.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const Layer& L = layers_[l];
-    L.wk.matmul(c.data(), n, k.data(), pool);
-    L.wv.matmul(c.data(), n, v.data(), pool);
-    for (int64_t t = 0; t < n; ++t) {
-      float* kt = &k[t * kv_dim];
-      for (int64_t h = 0; h < nkv; ++h) kernels::rmsnorm(kt + h * hd, L.k_norm.data(), eps, hd, kt + h * hd);
-      rope_.angles(ctx.length + t, cos.data(), sin.data());
-      rope_.apply(kt, nkv, hd, cos.data(), sin.data());
-    }
-    ctx.k[l].insert(ctx.k[l].end(), k.begin(), k.end());
-    ctx.v[l].insert(ctx.v[l].end(), v.begin(), v.end());
+    ctx.window[l] = d.attention_window(static_cast<int64_t>(l));
+    ctx.k[l].insert(ctx.k[l].end(), k[l].begin(), k[l].end());
+    ctx.v[l].insert(ctx.v[l].end(), v[l].begin(), v[l].end());
     // A sliding layer: the next block's anchor (at ctx.length + n) sees window - 1 of these.
-    const int64_t window = d.attention_window(static_cast<int64_t>(l));
+    const int64_t window = ctx.window[l];
     const int64_t drop = window > 0 ? ctx.length + n - (window - 1) - ctx.first[l] : 0;
     if (drop > 0) {
       ctx.k[l].erase(ctx.k[l].begin(), ctx.k[l].begin() + drop * kv_dim);
@@ -208,64 +225,111 @@ void Drafter::truncate(DraftContext& ctx, int64_t length) {
   ctx.length = length;
 }
 
-// out [n, H] = o_proj(attention of the block rows x [n, H] (normed) over the context K/V and
-// the block's own, with the layer's mask).
-void Drafter::attention(int layer, const DraftContext& ctx, const float* x, int64_t n, float* out) const {
+namespace {
+
+// Row pointers of one layer's context K/V, positions [lo, view.length), one head: keys[j - lo].
+void context_rows(const ContextView& view, int layer, int64_t kv_dim, int64_t hd, int64_t g, int64_t lo,
+                  std::vector<const float*>& keys, std::vector<const float*>& values) {
+  keys.clear();
+  values.clear();
+  if (view.ctx != nullptr) {
+    const DraftContext& c = *view.ctx;
+    const int64_t first = c.first.empty() ? 0 : c.first[static_cast<size_t>(layer)];
+    ZEN_CHECK(lo >= first, "draft: layer ", layer, " needs position ", lo, " but holds from ", first);
+    for (int64_t j = lo; j < view.length; ++j) {
+      keys.push_back(&c.k[static_cast<size_t>(layer)][static_cast<size_t>((j - first) * kv_dim + g * hd)]);
+      values.push_back(&c.v[static_cast<size_t>(layer)][static_cast<size_t>((j - first) * kv_dim + g * hd)]);
+    }
+    return;
+  }
+  const int64_t bs = view.pool->block_size();
+  ZEN_CHECK(static_cast<int64_t>(view.blocks.size()) * bs >= view.length, "draft: ", view.length,
+            " context positions but a block table of ", view.blocks.size());
+  for (int64_t j = lo; j < view.length;) {
+    const int64_t slot = j % bs, count = std::min(bs - slot, view.length - j);
+    const int32_t block = view.blocks[static_cast<size_t>(j / bs)];
+    int64_t stride = 0;
+    const float* k = view.pool->k_rows_f32(layer, block, slot, count, g, nullptr, &stride);
+    const float* v = view.pool->v_rows_f32(layer, block, slot, count, g, nullptr, &stride);
+    for (int64_t i = 0; i < count; ++i) {
+      keys.push_back(k + i * stride);
+      values.push_back(v + i * stride);
+    }
+    j += count;
+  }
+}
+
+}  // namespace
+
+void Drafter::attention(int layer, std::span<const BlockJob> jobs, const float* x, int64_t rows, float* out) const {
   const ModelConfig& d = cfg_.decoder;
   const Layer& L = layers_[static_cast<size_t>(layer)];
   const int64_t hd = d.head_dim, nh = d.num_heads, nkv = d.num_kv_heads, group = nh / nkv;
-  const int64_t q_dim = nh * hd, kv_dim = nkv * hd, start = ctx.length, keys = start + n;
+  const int64_t q_dim = nh * hd, kv_dim = nkv * hd;
   const float eps = static_cast<float>(d.rms_norm_eps);
   ThreadPool& pool = target_.pool();
-  std::vector<float> q(static_cast<size_t>(n * q_dim)), k(static_cast<size_t>(n * kv_dim)), v(k.size());
-  L.wq.matmul(x, n, q.data(), pool);
-  L.wk.matmul(x, n, k.data(), pool);
-  L.wv.matmul(x, n, v.data(), pool);
+  std::vector<float> q(static_cast<size_t>(rows * q_dim)), k(static_cast<size_t>(rows * kv_dim)), v(k.size());
+  L.wq.matmul(x, rows, q.data(), pool);
+  L.wk.matmul(x, rows, k.data(), pool);
+  L.wv.matmul(x, rows, v.data(), pool);
   std::vector<float> cos(static_cast<size_t>(rope_.dim() / 2)), sin(cos.size());
-  for (int64_t t = 0; t < n; ++t) {
-    float* qt = &q[t * q_dim];
-    float* kt = &k[t * kv_dim];
-    for (int64_t h = 0; h < nh; ++h) kernels::rmsnorm(qt + h * hd, L.q_norm.data(), eps, hd, qt + h * hd);
-    for (int64_t h = 0; h < nkv; ++h) kernels::rmsnorm(kt + h * hd, L.k_norm.data(), eps, hd, kt + h * hd);
-    rope_.angles(start + t, cos.data(), sin.data());
-    rope_.apply(qt, nh, hd, cos.data(), sin.data());
-    rope_.apply(kt, nkv, hd, cos.data(), sin.data());
-  }
-  // Key j < start: the context's row (held from `first` on); else the block's row j - start.
-  const int64_t first = ctx.first.empty() ? 0 : ctx.first[static_cast<size_t>(layer)];
-  auto key = [&](int64_t j, int64_t g) {
-    return j < start ? &ctx.k[static_cast<size_t>(layer)][static_cast<size_t>((j - first) * kv_dim + g * hd)]
-                     : &k[(j - start) * kv_dim + g * hd];
-  };
-  auto value = [&](int64_t j, int64_t g) {
-    return j < start ? &ctx.v[static_cast<size_t>(layer)][static_cast<size_t>((j - first) * kv_dim + g * hd)]
-                     : &v[(j - start) * kv_dim + g * hd];
-  };
+  int64_t r = 0;
+  for (const BlockJob& job : jobs)
+    for (int64_t t = 0; t < static_cast<int64_t>(job.block.size()); ++t, ++r) {
+      float* qt = &q[r * q_dim];
+      float* kt = &k[r * kv_dim];
+      for (int64_t h = 0; h < nh; ++h) kernels::rmsnorm(qt + h * hd, L.q_norm.data(), eps, hd, qt + h * hd);
+      for (int64_t h = 0; h < nkv; ++h) kernels::rmsnorm(kt + h * hd, L.k_norm.data(), eps, hd, kt + h * hd);
+      rope_.angles(job.context.length + t, cos.data(), sin.data());
+      rope_.apply(qt, nh, hd, cos.data(), sin.data());
+      rope_.apply(kt, nkv, hd, cos.data(), sin.data());
+    }
   const bool causal = cfg_.causal[static_cast<size_t>(layer)];
   const int64_t window = d.attention_window(layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<float> attn(static_cast<size_t>(n * q_dim), 0.0f), p(static_cast<size_t>(keys));
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t qpos = start + t;
-    // Visible keys: [lo, hi).
-    int64_t lo = 0, hi = causal ? qpos + 1 : keys;
-    if (window > 0) {
-      lo = std::max<int64_t>(0, qpos - window + 1);
-      if (!causal) hi = std::min(keys, qpos + window);
+  std::vector<float> attn(static_cast<size_t>(rows * q_dim), 0.0f), p;
+  std::vector<const float*> keys, values;
+  int64_t row0 = 0;  // the job's first row
+  for (const BlockJob& job : jobs) {
+    const int64_t start = job.context.length, n = static_cast<int64_t>(job.block.size()), all = start + n;
+    // The earliest key any of the block's rows sees.
+    const int64_t lo_min = window > 0 ? std::max<int64_t>(0, start - window + 1) : 0;
+    for (int64_t g = 0; g < nkv; ++g) {
+      // Keys [lo_min, all): the context's rows, then the block's own.
+      context_rows(job.context, layer, kv_dim, hd, g, std::min(lo_min, start), keys, values);
+      for (int64_t t = 0; t < n; ++t) {
+        keys.push_back(&k[(row0 + t) * kv_dim + g * hd]);
+        values.push_back(&v[(row0 + t) * kv_dim + g * hd]);
+      }
+      p.resize(keys.size());
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t qpos = start + t;
+        // Visible keys: [lo, hi).
+        int64_t lo = 0, hi = causal ? qpos + 1 : all;
+        if (window > 0) {
+          lo = std::max<int64_t>(0, qpos - window + 1);
+          if (!causal) hi = std::min(all, qpos + window);
+        }
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          const float* qh = &q[(row0 + t) * q_dim + h * hd];
+          float m = -INFINITY;
+          for (int64_t j = lo; j < hi; ++j) {
+            const auto i = static_cast<size_t>(j - lo_min);
+            m = std::max(m, p[i] = kernels::dot_f32(qh, keys[i], hd) * scale);
+          }
+          double z = 0;
+          for (int64_t j = lo; j < hi; ++j) z += (p[static_cast<size_t>(j - lo_min)] = std::exp(p[static_cast<size_t>(j - lo_min)] - m));
+          float* o = &attn[static_cast<size_t>((row0 + t) * q_dim + h * hd)];
+          for (int64_t j = lo; j < hi; ++j) {
+            const auto i = static_cast<size_t>(j - lo_min);
+            kernels::axpy_f32(static_cast<float>(p[i] / z), values[i], o, hd);
+          }
+        }
+      }
     }
-    ZEN_CHECK(lo >= first, "draft: layer ", layer, " needs position ", lo, " but holds from ", first);
-    for (int64_t h = 0; h < nh; ++h) {
-      const int64_t g = h / group;
-      const float* qh = &q[t * q_dim + h * hd];
-      float m = -INFINITY;
-      for (int64_t j = lo; j < hi; ++j) m = std::max(m, p[static_cast<size_t>(j)] = kernels::dot_f32(qh, key(j, g), hd) * scale);
-      double z = 0;
-      for (int64_t j = lo; j < hi; ++j) z += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - m));
-      float* o = &attn[static_cast<size_t>(t * q_dim + h * hd)];
-      for (int64_t j = lo; j < hi; ++j) kernels::axpy_f32(static_cast<float>(p[static_cast<size_t>(j)] / z), value(j, g), o, hd);
-    }
+    row0 += n;
   }
-  L.wo.matmul(attn.data(), n, out, pool);
+  L.wo.matmul(attn.data(), rows, out, pool);
 }
 
 void Drafter::mlp(const Layer& L, const float* x, int64_t n, float* out) const {
@@ -279,32 +343,55 @@ void Drafter::mlp(const Layer& L, const float* x, int64_t n, float* out) const {
 }
 
 void Drafter::draft(const DraftContext& ctx, std::span<const int32_t> block, float* logits) const {
+  if (static_cast<int64_t>(ctx.k.size()) != cfg_.decoder.num_layers && ctx.length > 0)
+    fail("draft: the context belongs to another drafter");
+  const BlockJob job{ContextView{.length = ctx.length, .ctx = &ctx}, block};
+  draft(std::span<const BlockJob>(&job, 1), logits);
+}
+
+void Drafter::draft(std::span<const BlockJob> jobs, float* logits, Timing* timing) const {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   const ModelConfig& d = cfg_.decoder;
-  const auto n = static_cast<int64_t>(block.size());
-  if (n < 2) fail("draft: a block needs the anchor and at least one position to draft");
-  if (static_cast<int64_t>(ctx.k.size()) != d.num_layers && ctx.length > 0) fail("draft: the context belongs to another drafter");
+  std::vector<int32_t> tokens;  // [rows] every job's block
+  for (const BlockJob& job : jobs) {
+    if (job.block.size() < 2) fail("draft: a block needs the anchor and at least one position to draft");
+    if ((job.context.ctx == nullptr) == (job.context.pool == nullptr)) fail("draft: a block's context needs one source");
+    tokens.insert(tokens.end(), job.block.begin(), job.block.end());
+  }
+  const auto n = static_cast<int64_t>(tokens.size());
   const int64_t H = d.hidden_size;
   const float eps = static_cast<float>(d.rms_norm_eps);
   std::vector<float> h(static_cast<size_t>(n * H)), xn(h.size()), tmp(h.size());  // [n, H]
-  target_.embed_rows(block, h.data());
+  target_.embed_rows(tokens, h.data());
   if (cfg_.input_embedding_scale != 1.0f)
     for (float& x : h) x *= cfg_.input_embedding_scale;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&h[t * H], L.attn_norm.data(), eps, H, &xn[t * H]);
-    attention(static_cast<int>(l), ctx, xn.data(), n, tmp.data());
+    attention(static_cast<int>(l), jobs, xn.data(), n, tmp.data());
     kernels::add_inplace(h.data(), tmp.data(), n * H);
     for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&h[t * H], L.ffn_norm.data(), eps, H, &xn[t * H]);
     mlp(L, xn.data(), n, tmp.data());
     kernels::add_inplace(h.data(), tmp.data(), n * H);
   }
-  for (int64_t t = 1; t < n; ++t) kernels::rmsnorm(&h[t * H], final_norm_.data(), eps, H, &xn[(t - 1) * H]);
+  // Rows 1 .. B - 1 of each block, packed.
+  int64_t out = 0, r = 0;
+  for (const BlockJob& job : jobs) {
+    for (size_t t = 1; t < job.block.size(); ++t) kernels::rmsnorm(&h[(r + static_cast<int64_t>(t)) * H], final_norm_.data(), eps, H, &xn[out++ * H]);
+    r += static_cast<int64_t>(job.block.size());
+  }
   const int64_t V = d.vocab_size;
-  target_.output_head(xn.data(), n - 1, logits);
-  for (int64_t i = 0; i < (n - 1) * V; ++i) {
+  const auto t1 = Clock::now();
+  target_.output_head(xn.data(), out, logits);
+  for (int64_t i = 0; i < out * V; ++i) {
     float x = logits[i] * cfg_.output_multiplier;
     if (cfg_.logit_softcap > 0) x = std::tanh(x / cfg_.logit_softcap) * cfg_.logit_softcap;
     logits[i] = x;
+  }
+  if (timing != nullptr) {
+    timing->layers = std::chrono::duration<double>(t1 - t0).count();
+    timing->head = std::chrono::duration<double>(Clock::now() - t1).count();
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include "io/checkpoint.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "model/linear.h"
 #include "model/model.h"
 #include "model/rope.h"
@@ -55,12 +56,33 @@ struct DraftContext {
   std::vector<std::vector<float>> k, v;  // [layer][length - first, kv_heads * head_dim]
 };
 
+// Where one block's context K/V come from: positions 0 .. length - 1, held by a DraftContext
+// (one sequence, contiguous) or by a paged pool over the draft layers (f32, the layout of the
+// target's KvPool) through a block table: the store the engine keeps beside the target's KV,
+// indexed by the target's own blocks, so prefix sharing and preemption carry over.
+struct ContextView {
+  int64_t length = 0;
+  const DraftContext* ctx = nullptr;  // either this
+  const KvPool* pool = nullptr;       // or this, with blocks
+  std::span<const int32_t> blocks;
+};
+
+// One sequence's block: [anchor, mask ...] at positions context.length .. + block.size() - 1.
+struct BlockJob {
+  ContextView context;
+  std::span<const int32_t> block;
+};
+
 class Drafter {
  public:
   // Loads a drafter folder (config.json + safetensors) strictly, for this target.
   static std::unique_ptr<Drafter> load(const std::string& folder, Model& target);
 
   const DrafterConfig& config() const { return cfg_; }
+  // Context K/V of n positions of any sequences: taps [n, tap_width()] (ForwardBatch::taps
+  // rows), positions [n]; k, v: [layer][n, kv_heads * head_dim] (k normed and rotated).
+  void context_kv(const float* taps, std::span<const int64_t> positions, std::vector<std::vector<float>>& k,
+                  std::vector<std::vector<float>>& v) const;
   // Appends n context positions: taps [n, tap_width()] (ForwardBatch::taps rows).
   void extend(DraftContext& ctx, const float* taps, int64_t n) const;
   // Forgets context positions from `length` on (rejected drafts' rows never enter, so only
@@ -70,6 +92,13 @@ class Drafter {
   // Drafts one block at positions ctx.length .. ctx.length + block.size() - 1: block =
   // [anchor, mask ...]; logits: [block.size() - 1, vocab], one row per drafted position.
   void draft(const DraftContext& ctx, std::span<const int32_t> block, float* logits) const;
+  // Several sequences' blocks in one forward (their rows batched through every matmul):
+  // logits [sum of (block.size() - 1), vocab], the jobs' rows in order.
+  // timing (optional): seconds in the draft layers (embedding included) and the output head.
+  struct Timing {
+    double layers = 0, head = 0;
+  };
+  void draft(std::span<const BlockJob> jobs, float* logits, Timing* timing = nullptr) const;
 
  private:
   struct Layer {
@@ -78,7 +107,9 @@ class Drafter {
     Linear gate, up, down;                                   // [I, H], [I, H], [H, I]
   };
   Drafter(std::unique_ptr<Checkpoint> ckpt, DrafterConfig cfg, Model& target);
-  void attention(int layer, const DraftContext& ctx, const float* x, int64_t n, float* out) const;
+  // out [rows, H] = o_proj(attention of every job's block rows x [rows, H] (normed) over its
+  // context K/V and its block's own, with the layer's mask).
+  void attention(int layer, std::span<const BlockJob> jobs, const float* x, int64_t rows, float* out) const;
   void mlp(const Layer& L, const float* x, int64_t n, float* out) const;
 
   std::unique_ptr<Checkpoint> ckpt_;

@@ -1,0 +1,121 @@
+#include "spec/dflash/proposer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/error.h"
+
+namespace zen::spec::dflash {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+DFlashProposer::DFlashProposer(Model& target, const std::string& folder)
+    : DFlashProposer(target, Drafter::load(folder, target)) {}
+
+DFlashProposer::DFlashProposer(Model& target, std::unique_ptr<Drafter> drafter)
+    : target_(target), drafter_(std::move(drafter)) {
+  // Both forwards throw for targets without them (embed_rows, output_head, taps): say so now.
+  if (target_.config().is_hybrid())
+    fail("DFlash: drafting for a hybrid (Gated DeltaNet) target is not supported yet: its forward does not ",
+         "capture the tap layers");
+}
+
+size_t DFlashProposer::kv_bytes_per_token() const {
+  return KvPool::bytes_per_token(drafter_->config().decoder, KvDType::F32);
+}
+
+void DFlashProposer::reserve_kv_blocks(int64_t blocks, int64_t block_size) {
+  store_ = std::make_unique<KvPool>(drafter_->config().decoder, blocks, KvDType::F32, block_size);
+}
+
+// The context K/V of every committed row, projected in one batch and stored at the rows'
+// positions in their sequences' target blocks.
+void DFlashProposer::commit(std::span<const CommittedRows> rows, const float* taps) {
+  if (store_ == nullptr) fail("DFlash: commit() before reserve_kv_blocks()");
+  const auto t0 = Clock::now();
+  const int64_t width = drafter_->config().tap_width();
+  taps_.clear();
+  positions_.clear();
+  for (const CommittedRows& r : rows) {
+    taps_.insert(taps_.end(), taps + r.row * width, taps + (r.row + r.n) * width);
+    for (int64_t i = 0; i < r.n; ++i) positions_.push_back(r.pos + i);
+  }
+  if (positions_.empty()) return;
+  drafter_->context_kv(taps_.data(), positions_, k_, v_);
+  const ModelConfig& d = drafter_->config().decoder;
+  const int64_t kv_dim = d.num_kv_heads * d.head_dim;
+  size_t i = 0;
+  for (const CommittedRows& r : rows)
+    for (int64_t t = 0; t < r.n; ++t, ++i)
+      for (int l = 0; l < static_cast<int>(k_.size()); ++l)
+        store_->store(l, r.kv_blocks, r.pos + t, &k_[static_cast<size_t>(l)][i * static_cast<size_t>(kv_dim)],
+                      &v_[static_cast<size_t>(l)][i * static_cast<size_t>(kv_dim)]);
+  timing_.context = seconds_since(t0);
+}
+
+void DFlashProposer::propose(std::span<DraftSlot> slots) {
+  if (store_ == nullptr) fail("DFlash: propose() before reserve_kv_blocks()");
+  const DrafterConfig& c = drafter_->config();
+  const int64_t B = c.block_size, V = target_.config().vocab_size;
+  jobs_.clear();
+  job_slot_.clear();
+  blocks_.resize(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    DraftSlot& s = slots[i];
+    s.draft.clear();
+    s.q.clear();
+    const auto length = static_cast<int64_t>(s.tokens.size()) - 1;  // context positions
+    if (s.max_tokens <= 0 || length < 1) continue;
+    if (static_cast<int64_t>(s.kv_blocks.size()) * store_->block_size() < length)
+      fail("DFlash: sequence ", s.seq_id, " has ", length, " cached tokens but a block table of ", s.kv_blocks.size());
+    std::vector<int32_t>& block = blocks_[jobs_.size()];
+    block.assign(static_cast<size_t>(B), c.mask_token_id);
+    block[0] = s.tokens.back();
+    jobs_.push_back(BlockJob{ContextView{.length = length, .pool = store_.get(), .blocks = s.kv_blocks}, block});
+    job_slot_.push_back(i);
+  }
+  if (jobs_.empty()) return;
+  logits_.resize(jobs_.size() * static_cast<size_t>((B - 1) * V));
+  const auto t0 = Clock::now();
+  Drafter::Timing t;
+  drafter_->draft(jobs_, logits_.data(), &t);
+  const double spent = seconds_since(t0);
+  timing_.layers = t.layers;
+  timing_.head = t.head;
+  double& avg = block_seconds_[static_cast<int64_t>(jobs_.size())];
+  avg = avg == 0 ? spent : avg + 0.25 * (spent - avg);
+  for (size_t j = 0; j < jobs_.size(); ++j) {
+    DraftSlot& s = slots[job_slot_[j]];
+    const int64_t k = std::min<int64_t>(s.max_tokens, B - 1);
+    if (!is_greedy_request(s.sampling)) s.q.assign(static_cast<size_t>(k * V), 0.0f);
+    DraftSampler& sampler = samplers_[s.seq_id];
+    for (int64_t i = 0; i < k; ++i)
+      sampler.draw(s.sampling, &logits_[(j * static_cast<size_t>(B - 1) + static_cast<size_t>(i)) * static_cast<size_t>(V)], V, V, s);
+  }
+}
+
+void DFlashProposer::finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) {
+  (void)tokens, (void)prompt_len;
+  samplers_.erase(seq_id);
+}
+
+// One block forward, whatever k: interpolated between measured sequence counts (proportional
+// below the smallest, flat above the largest: an overestimate could stop drafting for good).
+double DFlashProposer::cost_seconds(int64_t seqs, int32_t k) const {
+  (void)k;
+  if (block_seconds_.empty() || seqs <= 0) return 0;
+  const auto hi = block_seconds_.lower_bound(seqs);
+  if (hi == block_seconds_.end()) return block_seconds_.rbegin()->second;
+  if (hi->first == seqs) return hi->second;
+  if (hi == block_seconds_.begin()) return hi->second * static_cast<double>(seqs) / static_cast<double>(hi->first);
+  const auto lo = std::prev(hi);
+  const double f = static_cast<double>(seqs - lo->first) / static_cast<double>(hi->first - lo->first);
+  return lo->second + f * (hi->second - lo->second);
+}
+
+}  // namespace zen::spec::dflash

@@ -1,0 +1,75 @@
+// DFlash speculation in the engine: one drafter forward per step drafts a whole block for
+// every sequence that asked (drafter.h).
+//
+// Context store. Each draft layer's context K/V live in a paged pool beside the target's KV,
+// indexed by the target's own block ids: a token's row is written once, when the target's
+// forward that computed it became final (commit(): prefill chunks, and a verification's last
+// token with its accepted drafts), into the block that holds the token's target KV. So the
+// draft context is exactly as long as the target's cache for every sequence, and whatever
+// shares or frees target blocks (prefix caching, preemption, abort) shares or frees the
+// draft's rows with them, at no cost of its own. Sliding layers read only their window, but
+// the store keeps every row, as the target's pool does: memory is bounded by the target's
+// pool, and counted with it (kv_bytes_per_token).
+//
+// Drafting. A slot's context is its first tokens.size() - 1 positions; the block is
+// [tokens.back(), mask x (B - 1)], always the trained width B (full layers see the whole block,
+// so a narrower one would draft differently); the first max_tokens of its B - 1 drafts are
+// returned, drawn as draft_sampling.h says (sampled requests get q). A block costs the same
+// whatever k is taken from it: cost_seconds is measured per number of sequences.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "spec/dflash/drafter.h"
+#include "spec/draft_sampling.h"
+#include "spec/proposer.h"
+
+namespace zen::spec::dflash {
+
+class DFlashProposer : public Proposer {
+ public:
+  DFlashProposer(Model& target, const std::string& folder);
+  DFlashProposer(Model& target, std::unique_ptr<Drafter> drafter);
+
+  const Drafter& drafter() const { return *drafter_; }
+  std::string_view name() const override { return "dflash"; }
+  std::span<const int32_t> tap_layers() const override { return drafter_->config().target_layer_ids; }
+  void commit(std::span<const CommittedRows> rows, const float* taps) override;
+  size_t kv_bytes_per_token() const override;  // every draft layer's K and V, f32
+  void reserve_kv_blocks(int64_t blocks, int64_t block_size) override;
+  void propose(std::span<DraftSlot> slots) override;
+  void finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) override;
+  double cost_seconds(int64_t seqs, int32_t k) const override;
+
+  // Introspection (tests, the cost report): seconds of the last propose() split into draft
+  // layers and the borrowed output head, and of the last commit() (context K/V).
+  struct Timing {
+    double layers = 0, head = 0, context = 0;
+  };
+  const Timing& last_timing() const { return timing_; }
+
+ private:
+  Model& target_;
+  std::unique_ptr<Drafter> drafter_;
+  std::unique_ptr<KvPool> store_;  // [draft layer] K/V per target block (see above)
+  std::unordered_map<uint64_t, DraftSampler> samplers_;  // sampled requests' draft streams
+  std::map<int64_t, double> block_seconds_;  // moving average by sequences per call
+  Timing timing_;
+
+  // Per-call scratch, reused.
+  std::vector<BlockJob> jobs_;
+  std::vector<std::vector<int32_t>> blocks_;  // [jobs][B]
+  std::vector<size_t> job_slot_;              // [jobs] slot index
+  std::vector<float> logits_;                 // [jobs x (B - 1), vocab]
+  std::vector<float> taps_;                   // [committed rows, tap width]
+  std::vector<int64_t> positions_;            // [committed rows]
+  std::vector<std::vector<float>> k_, v_;     // [layer][committed rows, kv_dim]
+};
+
+}  // namespace zen::spec::dflash

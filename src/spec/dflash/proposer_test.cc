@@ -1,0 +1,327 @@
+// DFlash in the engine, on the reference fixtures (tools/make_dflash_fixtures.py): the whole
+// greedy dflash_generate of the reference, block by block (the drafts the engine proposes are
+// the reference's, from context rows the engine captured itself), then what serving adds:
+// 16 sequences at once, a warm prefix, preemption and abort draft exactly what one cold
+// sequence drafts, and sampled drafts keep the target's distribution.
+#include "spec/dflash/proposer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "engine/engine_test_util.h"
+#include "io/safetensors.h"
+
+namespace zen::spec::dflash {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Outcome;
+const fs::path kDir = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/dflash";
+
+std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
+  for (const TensorView& t : f.tensors())
+    if (t.name == name) {
+      std::vector<int32_t> out(static_cast<size_t>(t.numel()));
+      std::memcpy(out.data(), t.data, t.nbytes);
+      return out;
+    }
+  ADD_FAILURE() << "reference lacks " << name;
+  return {};
+}
+
+// What a proposer was asked and answered: per sequence (by prompt), the drafts proposed at
+// each context length.
+struct DraftLog {
+  std::map<uint64_t, std::map<size_t, std::vector<int32_t>>> by_seq;
+};
+
+// Forwards everything to a DFlashProposer and logs its drafts.
+class Logged : public Proposer {
+ public:
+  Logged(std::unique_ptr<DFlashProposer> inner, DraftLog* log) : inner_(std::move(inner)), log_(log) {}
+  std::string_view name() const override { return inner_->name(); }
+  std::span<const int32_t> tap_layers() const override { return inner_->tap_layers(); }
+  void commit(std::span<const CommittedRows> rows, const float* taps) override { inner_->commit(rows, taps); }
+  size_t kv_bytes_per_token() const override { return inner_->kv_bytes_per_token(); }
+  void reserve_kv_blocks(int64_t blocks, int64_t block_size) override { inner_->reserve_kv_blocks(blocks, block_size); }
+  double cost_seconds(int64_t seqs, int32_t k) const override { return inner_->cost_seconds(seqs, k); }
+  void finish(uint64_t id, std::span<const int32_t> tokens, int64_t prompt_len) override {
+    inner_->finish(id, tokens, prompt_len);
+  }
+  void propose(std::span<DraftSlot> slots) override {
+    inner_->propose(slots);
+    for (const DraftSlot& s : slots) log_->by_seq[s.seq_id][s.tokens.size()] = s.draft;
+  }
+
+ private:
+  std::unique_ptr<DFlashProposer> inner_;
+  DraftLog* log_;
+};
+
+spec::ControllerOptions fixed_k(int32_t k) { return {.adaptive = false, .num_speculative_tokens = k}; }
+
+class DFlashEngine : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    target_ = Model::load((kDir / "target").string(), {.n_threads = 2, .load_tokenizer = false}).release();
+    ref_ = new SafetensorsFile((kDir / "v1.reference.safetensors").string());
+  }
+  static void TearDownTestSuite() {
+    delete ref_;
+    delete target_;
+  }
+  static int32_t vocab() { return static_cast<int32_t>(target_->config().vocab_size); }
+  static std::unique_ptr<Logged> logged(DraftLog* log, const char* drafter = "v1") {
+    return std::make_unique<Logged>(std::make_unique<DFlashProposer>(*target_, (kDir / drafter).string()), log);
+  }
+  // Runs prompts (all at once) with DFlash at a fixed k; returns outcomes and the drafts each
+  // request saw, keyed by request order.
+  static std::vector<Outcome> speculate(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                                        const RequestParams& params, std::vector<std::map<size_t, std::vector<int32_t>>>* drafts,
+                                        int32_t k = 3) {
+    DraftLog log;
+    engine.use_proposer(logged(&log), fixed_k(k));
+    auto out = test::run_all(engine, prompts, params);
+    if (drafts != nullptr) {
+      drafts->clear();
+      for (auto& [id, d] : log.by_seq) drafts->push_back(d);  // ids are assigned in order
+    }
+    return out;
+  }
+  static Model* target_;
+  static SafetensorsFile* ref_;
+};
+Model* DFlashEngine::target_ = nullptr;
+SafetensorsFile* DFlashEngine::ref_ = nullptr;
+
+// The reference's whole greedy generation: every full block drafts the reference's tokens
+// (context captured by the engine's own forwards), each verification keeps what the
+// reference kept, and the output is the target's greedy output.
+TEST_F(DFlashEngine, AGreedyGenerationDraftsTheReferencesBlocks) {
+  const auto prompt = ints(*ref_, "prompt");
+  const auto output = ints(*ref_, "output");
+  const auto acceptance = ints(*ref_, "acceptance_lengths");
+  const int32_t steps = ints(*ref_, "num_steps")[0];
+  const fs::path trace = fs::path(::testing::TempDir()) / "dflash_trace.jsonl";
+  EngineOptions o = test::pool_of(*target_, 64, 64);
+  o.spec_trace_path = trace.string();
+  o.speculative.method = "dflash";  // the trace needs a configured method; use_proposer replaces it
+  o.speculative.model = (kDir / "v1").string();
+  std::vector<std::map<size_t, std::vector<int32_t>>> drafts;
+  std::vector<Outcome> got;
+  {
+    Engine engine(*target_, o);  // closes the trace when it goes
+    got = speculate(engine, {prompt}, test::greedy(static_cast<int64_t>(output.size() - prompt.size())), &drafts);
+  }
+  ASSERT_EQ(got[0].tokens, std::vector<int32_t>(output.begin() + static_cast<ptrdiff_t>(prompt.size()), output.end()));
+  ASSERT_EQ(drafts.size(), 1u);
+  int compared = 0;
+  for (int32_t s = 0; s < steps; ++s) {
+    const std::string p = "step" + std::to_string(s) + ".";
+    const size_t start = static_cast<size_t>(ints(*ref_, p + "start")[0]);
+    const auto want = ints(*ref_, p + "drafts");
+    const auto it = drafts[0].find(start + 1);  // the anchor is the last of start + 1 tokens
+    if (s + 1 == steps && it == drafts[0].end()) continue;  // no room left: the engine drafts nothing
+    ASSERT_NE(it, drafts[0].end()) << "no block at position " << start;
+    // The engine verifies only what max_tokens leaves room for (the reference drafts past it
+    // and narrows its last blocks): its drafts are a prefix of a full block's.
+    if (want.size() == 3) {
+      EXPECT_EQ(it->second, std::vector<int32_t>(want.begin(), want.begin() + static_cast<ptrdiff_t>(it->second.size())))
+          << "step " << s;
+      compared += it->second.size() == 3 ? 1 : 0;
+    }
+  }
+  EXPECT_GE(compared, steps - 3);
+  // The trace: one line per verification carrying drafts, accepted + 1 == the reference's.
+  std::ifstream in(trace);
+  std::string line;
+  std::vector<int32_t> lengths;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["drafted"].get<int>() > 0) lengths.push_back(j["accepted"].get<int32_t>() + 1);
+  }
+  EXPECT_EQ(lengths, std::vector<int32_t>(acceptance.begin(), acceptance.begin() + static_cast<ptrdiff_t>(lengths.size())));
+  EXPECT_GE(lengths.size(), static_cast<size_t>(steps - 1));
+  fs::remove(trace);
+}
+
+// 16 sequences in one engine (batched drafting, interleaved prefill and decode, some sharing
+// a prefix) draft, block for block, what each drafts alone in a fresh engine; greedy output
+// is the target's own.
+TEST_F(DFlashEngine, SixteenAtOnceDraftWhatEachDraftsAlone) {
+  auto prompts = test::random_prompts(16, 8, 40, vocab() - 1, 5);
+  for (size_t i = 8; i < 16; ++i)  // half share a 20-token prefix with another prompt
+    prompts[i].insert(prompts[i].begin(), prompts[i - 8].begin(), prompts[i - 8].begin() + std::min<ptrdiff_t>(20, static_cast<ptrdiff_t>(prompts[i - 8].size())));
+  const RequestParams params = test::greedy(20);
+  std::vector<std::vector<int32_t>> plain;
+  std::vector<std::map<size_t, std::vector<int32_t>>> alone;
+  for (const auto& p : prompts) {
+    Engine e(*target_, test::pool_of(*target_, 64, 64));
+    plain.push_back(test::run_all(e, {p}, params)[0].tokens);
+    Engine s(*target_, test::pool_of(*target_, 64, 64));
+    std::vector<std::map<size_t, std::vector<int32_t>>> d;
+    EXPECT_EQ(speculate(s, {p}, params, &d)[0].tokens, plain.back());
+    alone.push_back(d[0]);
+  }
+  Engine engine(*target_, test::pool_of(*target_, 256, 96));
+  std::vector<std::map<size_t, std::vector<int32_t>>> together;
+  const auto got = speculate(engine, prompts, params, &together);
+  ASSERT_EQ(together.size(), prompts.size());
+  // Where both drafted at the same context length (a step whose budget prompts took drafts
+  // nothing, which shifts later anchors), they drafted alike.
+  size_t compared = 0, drafted = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, plain[i]) << "request " << i;
+    for (const auto& [length, d] : together[i]) {
+      ++drafted;
+      if (const auto it = alone[i].find(length); it != alone[i].end()) {
+        const size_t n = std::min(d.size(), it->second.size());  // room left may cut either
+        EXPECT_EQ(std::vector<int32_t>(d.begin(), d.begin() + static_cast<ptrdiff_t>(n)),
+                  std::vector<int32_t>(it->second.begin(), it->second.begin() + static_cast<ptrdiff_t>(n)))
+            << "request " << i << " at " << length;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, drafted * 3 / 4);
+  EXPECT_GT(engine.stats().spec_drafts, 16);
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+// A prompt whose prefix another request left in the cache drafts from the cached blocks'
+// context rows exactly what it drafts cold.
+TEST_F(DFlashEngine, AWarmPrefixDraftsWhatAColdOneDrafts) {
+  auto prompts = test::random_prompts(2, 40, 40, vocab() - 1, 9);
+  std::copy_n(prompts[0].begin(), 33, prompts[1].begin());  // two full blocks of 16 shared
+  const RequestParams params = test::greedy(16);
+  std::vector<std::map<size_t, std::vector<int32_t>>> cold, warm;
+  Engine fresh(*target_, test::pool_of(*target_, 64, 64));
+  speculate(fresh, {prompts[1]}, params, &cold);
+  Engine engine(*target_, test::pool_of(*target_, 64, 64));
+  DraftLog log;
+  engine.use_proposer(logged(&log), fixed_k(3));
+  test::run_all(engine, {prompts[0]}, params);
+  const auto got = test::run_all(engine, {prompts[1]}, params);
+  EXPECT_EQ(got[0].cached_prompt_tokens, 32);
+  ASSERT_EQ(log.by_seq.size(), 2u);
+  EXPECT_EQ(log.by_seq.rbegin()->second, cold[0]);
+}
+
+// A pool too small for everyone preempts (blocks freed, context recomputed with the prompt);
+// an abort frees a sequence mid-speculation. Nothing is lost or leaked.
+TEST_F(DFlashEngine, PreemptionAndAbortLoseNothing) {
+  const auto prompts = test::random_prompts(12, 20, 50, vocab() - 1, 13);
+  const RequestParams params = test::greedy(30);
+  std::vector<std::vector<int32_t>> plain;
+  for (const auto& p : prompts) {
+    Engine e(*target_, test::pool_of(*target_, 64, 64));
+    plain.push_back(test::run_all(e, {p}, params)[0].tokens);
+  }
+  Engine engine(*target_, test::pool_of(*target_, 12, 96));
+  const auto got = speculate(engine, prompts, params, nullptr);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, plain[i]) << "request " << i;
+  EXPECT_GT(engine.stats().preemptions, 0);
+  EXPECT_GT(engine.stats().spec_drafts, 0);
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+
+  Engine aborting(*target_, test::pool_of(*target_, 256, 96));
+  DraftLog log;
+  aborting.use_proposer(logged(&log), fixed_k(3));
+  std::vector<uint64_t> ids;
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  std::vector<std::string> reasons(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i)
+    ids.push_back(aborting.add(prompts[i], params, [&out, &reasons, i](const RequestUpdate& u) {
+      for (const auto& g : u.tokens) out[i].push_back(g.token);
+      if (u.finished) reasons[i] = u.finish_reason;
+    }).id);
+  for (int s = 0; s < 100 && aborting.stats().spec_drafts == 0; ++s) aborting.step();
+  EXPECT_GT(aborting.stats().spec_drafts, 0);
+  for (size_t i = 0; i < ids.size(); i += 2) aborting.abort(ids[i]);
+  aborting.run_until_idle();
+  for (size_t i = 1; i < ids.size(); i += 2) {
+    EXPECT_EQ(reasons[i], "length");
+    EXPECT_EQ(out[i], plain[i]) << "request " << i;
+  }
+  EXPECT_EQ(aborting.stats().kv_blocks_used, 0);
+}
+
+// Sampled requests: drafts drawn from the drafter's q; rejection sampling keeps the target's
+// distribution (two-sample chi-square per position against plain decoding).
+TEST_F(DFlashEngine, SampledOutputHasTheDistributionOfPlainDecoding) {
+  const auto prompt = ints(*ref_, "prompt");
+  RequestParams params;
+  params.max_tokens = 4;
+  params.ignore_eos = true;
+  params.sampling.temperature = 1.0f;
+  params.sampling.top_k = 20;
+  params.sampling.has_seed = true;
+  const int runs = 2400;
+  auto sample_all = [&](bool speculative) {
+    Engine engine(*target_, test::pool_of(*target_, 512, 256));
+    if (speculative) engine.use_proposer(std::make_unique<DFlashProposer>(*target_, (kDir / "v1").string()), fixed_k(3));
+    std::vector<std::map<int32_t, int>> counts(4);
+    for (int base = 0; base < runs; base += 16) {  // waves of 16 (see speculative_test.cc)
+      std::vector<std::vector<int32_t>> outs(16);
+      for (int i = 0; i < 16 && base + i < runs; ++i) {
+        RequestParams p = params;
+        p.sampling.seed = uint64_t{1000003} * static_cast<uint64_t>(base + i) + (speculative ? 7u : 0u);
+        auto* o = &outs[static_cast<size_t>(i)];
+        engine.add(prompt, p, [o](const RequestUpdate& u) {
+          for (const auto& g : u.tokens) o->push_back(g.token);
+        });
+      }
+      engine.run_until_idle();
+      for (const auto& o : outs)
+        for (size_t pos = 0; pos < o.size() && pos < 4; ++pos) counts[pos][o[pos]]++;
+    }
+    return std::make_pair(counts, engine.stats());
+  };
+  const auto [plain_counts, plain_stats] = sample_all(false);
+  const auto [spec_counts, spec_stats] = sample_all(true);
+  EXPECT_GT(spec_stats.spec_accepted_tokens, runs / 50) << "too few drafts accepted to test anything";
+  EXPECT_LT(spec_stats.spec_accepted_tokens, spec_stats.spec_draft_tokens);
+  for (size_t pos = 0; pos < 4; ++pos) {
+    EXPECT_GT(plain_counts[pos].size(), 5u) << "position " << pos << " is nearly deterministic";
+    EXPECT_LT(test::chi_square_ratio(plain_counts[pos], spec_counts[pos]), 1.0) << "position " << pos;
+  }
+}
+
+// Configured by path: the engine loads the drafter, takes k from its block, counts the draft
+// context store in the KV budget, and refuses a k the block cannot give.
+TEST_F(DFlashEngine, ConfiguredByPathCountsItsMemory) {
+  EngineOptions o;
+  o.kv_memory_bytes = int64_t{1} << 22;
+  o.speculative.method = "dflash";
+  o.speculative.model = (kDir / "v1").string();
+  Engine engine(*target_, o);
+  EXPECT_EQ(engine.options().speculative.num_speculative_tokens, 3);
+  const auto target_bytes = static_cast<int64_t>(KvPool::bytes_per_token(target_->config(), KvDType::F32));
+  const int64_t draft_bytes = 3 * 2 * 2 * 16 * 4;  // 3 layers, K and V, 2 heads of 16, f32
+  EXPECT_EQ(engine.kv_capacity_tokens(), o.kv_memory_bytes / ((target_bytes + draft_bytes) * 16) * 16);
+  EXPECT_NE(engine.describe().find("KV cost of the drafter"), std::string::npos) << engine.describe();
+  const auto got = test::run_all(engine, {ints(*ref_, "prompt")}, test::greedy(32));
+  EXPECT_EQ(got[0].tokens.size(), 32u);
+  EXPECT_GT(engine.stats().spec_drafts, 0);
+
+  o.speculative.num_speculative_tokens = 4;
+  try {
+    Engine too_many(*target_, o);
+    ADD_FAILURE() << "k 4 accepted with a block of 4";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_speculative_tokens 4 exceeds"), std::string::npos) << e.what();
+  }
+  o.speculative.num_speculative_tokens = 0;
+  o.speculative.model = (kDir / "missing").string();
+  EXPECT_THROW(Engine(*target_, o).stats(), Error);
+}
+
+}  // namespace
+}  // namespace zen::spec::dflash
