@@ -2,6 +2,7 @@
 import json
 import math
 import pathlib
+import shutil
 import struct
 
 import numpy as np
@@ -371,3 +372,29 @@ def test_inspect_mtp_head_status(tmp_path):
     assert "MTP: unavailable (missing mtp.fc.weight)" in r.stdout
     assert "strict load: ok" in r.stdout
     assert "mtp.layers.0.self_attn.q_proj.weight: MTP head unavailable: mtp.fc.weight is missing" in r.stdout
+
+
+def test_dflash_flag_finds_the_bundled_drafter(tmp_path):
+    """Bare --dflash takes the model folder's dflash2/, else dflash/ (Zen6 ships dflash2/), and says
+    which; a folder without one, or two speculation flags, is a named error."""
+    fixtures = ROOT / "tests" / "fixtures" / "dflash"
+    model = tmp_path / "model"
+    shutil.copytree(fixtures / "target", model)
+    bench = ["bench", "--model", model, "--concurrency", "1", "--workloads", "w:6:8", "--repeats", "1",
+             "--no-prefix-table", "--json", tmp_path / "bench.json"]
+    r = zen(*bench, "--dflash")
+    assert r.returncode != 0 and "carries no dflash2/ or dflash/ drafter folder" in r.stderr, r.stderr
+    shutil.copytree(fixtures / "v1", model / "dflash")
+    r = zen(*bench, "--dflash", check=True)
+    assert f"Speculative decoding: dflash, k up to 3, adaptive, draft {model / 'dflash'}" in r.stdout, r.stdout
+    assert "KV cost of the drafter" in r.stdout
+    shutil.copytree(fixtures / "v1_full", model / "dflash2")
+    r = zen(*bench, "--dflash", check=True)
+    assert f"draft {model / 'dflash2'}" in r.stdout, r.stdout
+    r = zen(*bench, f"--dflash={fixtures / 'v1'}", check=True)
+    assert f"draft {fixtures / 'v1'}" in r.stdout, r.stdout
+    r = zen(*bench, "--dflash", "--draft-model", model)
+    assert r.returncode != 0 and "give one of --speculative-config, --draft-model, --dflash and --mtp" in r.stderr
+    r = zen(*bench, "--speculative-config", '{"method": "dflash", "model": "%s", "num_speculative_tokens": 5}'
+            % (fixtures / "v1"))
+    assert r.returncode != 0 and "num_speculative_tokens 5 exceeds what the DFlash drafter drafts per block (3)" in r.stderr
