@@ -137,16 +137,11 @@ void DenseModel::forward(const ForwardBatch& batch, float* logits) {
   const int64_t half = rope_.dim() / 2;
   for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
 
-  if (batch.taps != nullptr)
-    for (int32_t l : batch.tap_layers)
-      if (l < 0 || l >= cfg_.num_layers) fail("forward: tap layer ", l, " of ", cfg_.num_layers);
-  const auto n_taps = static_cast<int64_t>(batch.tap_layers.size());
+  check_tap_layers(batch, cfg_.num_layers);
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     attention_block(w_.layers[l], static_cast<int>(l), batch);
     mlp_block(w_.layers[l], n);
-    for (int64_t j = 0; batch.taps != nullptr && j < n_taps; ++j)
-      if (batch.tap_layers[static_cast<size_t>(j)] == static_cast<int32_t>(l))
-        for (int64_t t = 0; t < n; ++t) std::copy_n(&x_[t * H], H, batch.taps + (t * n_taps + j) * H);
+    capture_taps(batch, static_cast<int64_t>(l), x_.data(), n, H);
   }
 
   const auto rows = static_cast<int64_t>(flat_.logit_row.size());

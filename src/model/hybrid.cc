@@ -255,6 +255,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
   for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
 
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  check_tap_layers(batch, cfg_.num_layers);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const HybridLayer& L = layers_[l];
     for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.attn_norm.data(), eps, H, &xn_[t * H]);
@@ -262,6 +263,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     else attention_block(L.attn, cfg_.kv_layer_index(static_cast<int64_t>(l)), batch);
     kernels::add_inplace(x_.data(), tmp_.data(), n * H);
     mlp_block(L, n);
+    capture_taps(batch, static_cast<int64_t>(l), x_.data(), n, H);
   }
 
   const auto rows = static_cast<int64_t>(flat_.logit_row.size());
@@ -272,6 +274,16 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
   lm_head_.matmul(xn_.data(), rows, logits, pool_);
   last_rows_ = rows;
 }
+
+void HybridModel::embed_rows(std::span<const int32_t> ids, float* out) const {
+  const int64_t H = cfg_.hidden_size;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= cfg_.vocab_size) fail("embed_rows: token id ", ids[i], " outside the vocabulary");
+    embed_.dequantize_row(ids[i], out + static_cast<int64_t>(i) * H);
+  }
+}
+
+void HybridModel::output_head(const float* hidden, int64_t rows, float* logits) { lm_head_.matmul(hidden, rows, logits, pool_); }
 
 void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits) {
   if (!mtp_available_) fail("the MTP head cannot run: ", mtp_status_);

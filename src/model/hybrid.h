@@ -66,6 +66,8 @@ class HybridModel final : public Model {
   void attach_tokenizer(std::unique_ptr<Tokenizer> tok) override { tok_ = std::move(tok); }
   using Model::forward;
   void forward(const ForwardBatch& batch, float* logits) override;
+  void embed_rows(std::span<const int32_t> ids, float* out) const override;
+  void output_head(const float* hidden, int64_t rows, float* logits) override;
 
   // Tests and benchmarks: run prefill through the recurrent form too.
   void set_gdn_mode(GdnMode mode) { gdn_mode_ = mode; }

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "base/error.h"
@@ -66,6 +67,20 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   }
   model->checkpoint().release_loader_pages();
   return model;
+}
+
+void check_tap_layers(const ForwardBatch& batch, int64_t num_layers) {
+  if (batch.taps != nullptr)
+    for (int32_t l : batch.tap_layers)
+      if (l < 0 || l >= num_layers) fail("forward: tap layer ", l, " of ", num_layers);
+}
+
+void capture_taps(const ForwardBatch& batch, int64_t layer, const float* x, int64_t n, int64_t H) {
+  if (batch.taps == nullptr) return;
+  const auto n_taps = static_cast<int64_t>(batch.tap_layers.size());
+  for (int64_t j = 0; j < n_taps; ++j)
+    if (batch.tap_layers[static_cast<size_t>(j)] == layer)
+      for (int64_t t = 0; t < n; ++t) std::copy_n(x + t * H, H, batch.taps + (t * n_taps + j) * H);
 }
 
 void Model::embed_rows(std::span<const int32_t>, float*) const {

@@ -48,6 +48,10 @@ struct ForwardBatch {
   float* taps = nullptr;
 };
 int64_t logit_rows(const ForwardBatch& batch);
+// Throws unless every tap layer is one of num_layers.
+void check_tap_layers(const ForwardBatch& batch, int64_t num_layers);
+// After layer `layer`: copies the residual stream x [n, H] into batch.taps where tapped.
+void capture_taps(const ForwardBatch& batch, int64_t layer, const float* x, int64_t n, int64_t H);
 
 struct LoadOptions {
   int n_threads = 0;           // 0: all cores

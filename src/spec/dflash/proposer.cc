@@ -18,12 +18,7 @@ DFlashProposer::DFlashProposer(Model& target, const std::string& folder)
     : DFlashProposer(target, Drafter::load(folder, target)) {}
 
 DFlashProposer::DFlashProposer(Model& target, std::unique_ptr<Drafter> drafter)
-    : target_(target), drafter_(std::move(drafter)) {
-  // Both forwards throw for targets without them (embed_rows, output_head, taps): say so now.
-  if (target_.config().is_hybrid())
-    fail("DFlash: drafting for a hybrid (Gated DeltaNet) target is not supported yet: its forward does not ",
-         "capture the tap layers");
-}
+    : target_(target), drafter_(std::move(drafter)) {}
 
 size_t DFlashProposer::kv_bytes_per_token() const {
   return KvPool::bytes_per_token(drafter_->config().decoder, KvDType::F32);

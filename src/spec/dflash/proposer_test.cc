@@ -301,6 +301,7 @@ TEST_F(DFlashEngine, ConfiguredByPathCountsItsMemory) {
   o.kv_memory_bytes = int64_t{1} << 22;
   o.speculative.method = "dflash";
   o.speculative.model = (kDir / "v1").string();
+  o.speculative.adaptive = false;  // a random drafter: the controller would soon stop drafting
   Engine engine(*target_, o);
   EXPECT_EQ(engine.options().speculative.num_speculative_tokens, 3);
   const auto target_bytes = static_cast<int64_t>(KvPool::bytes_per_token(target_->config(), KvDType::F32));
@@ -321,6 +322,54 @@ TEST_F(DFlashEngine, ConfiguredByPathCountsItsMemory) {
   o.speculative.num_speculative_tokens = 0;
   o.speculative.model = (kDir / "missing").string();
   EXPECT_THROW(Engine(*target_, o).stats(), Error);
+}
+
+}  // namespace
+}  // namespace zen::spec::dflash
+
+namespace zen::spec::dflash {
+namespace {
+
+// A hybrid (Gated DeltaNet) target: the v1 drafter's weights (they hold no vocabulary rows)
+// retargeted to the Qwen3.5 and Qwen3-Next fixtures by config. Greedy output is the target's
+// own alone and 8 at once, with preemption: rejected drafts roll the recurrent state back
+// through the state history, and the context rows of accepted ones are captured from the
+// hybrid forward.
+TEST(DFlashHybrid, GreedyOutputIsTheTargetsAloneAndAtConcurrency) {
+  for (const char* name : {"qwen3_5_text_f32", "qwen3_next_f32"}) {
+    SCOPED_TRACE(name);
+    auto target = Model::load((fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models" / name).string(),
+                              {.n_threads = 2, .load_tokenizer = false});
+    const fs::path dir = fs::path(::testing::TempDir()) / (std::string("dflash_for_") + name);
+    fs::create_directories(dir);
+    fs::copy_file(kDir / "v1/model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+    auto config = nlohmann::json::parse(read_text_file((kDir / "v1/config.json").string()));
+    config["vocab_size"] = target->config().vocab_size;
+    config["num_target_layers"] = target->config().num_layers;
+    config["dflash_config"]["mask_token_id"] = target->config().vocab_size - 1;
+    config["dflash_config"]["target_layer_ids"] = {1, 2};
+    std::ofstream(dir / "config.json") << config.dump(2);
+
+    const auto vocab = static_cast<int32_t>(target->config().vocab_size);
+    const auto prompts = test::random_prompts(8, 10, 40, vocab - 1, 17);
+    const RequestParams params = test::greedy(24);
+    std::vector<std::vector<int32_t>> plain;
+    for (const auto& p : prompts) {
+      Engine e(*target, test::pool_of(*target, 64, 64));
+      plain.push_back(test::run_all(e, {p}, params)[0].tokens);
+    }
+    for (const int64_t blocks : {int64_t{256}, int64_t{10}}) {
+      Engine engine(*target, test::pool_of(*target, blocks, 96));
+      engine.use_proposer(std::make_unique<DFlashProposer>(*target, dir.string()), fixed_k(3));
+      const auto got = test::run_all(engine, prompts, params);
+      for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, plain[i]) << "request " << i;
+      EXPECT_GT(engine.stats().spec_drafts, 8);
+      EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+      if (blocks == 10) {
+        EXPECT_GT(engine.stats().preemptions, 0);
+      }
+    }
+  }
 }
 
 }  // namespace
