@@ -354,7 +354,11 @@ int inspect_drafter(const std::string& path) {
   int64_t params = 0;
   for (const std::string& name : ckpt->tensor_names()) params += ckpt->peek(name)->numel();
   std::printf("path: %s\n", path.c_str());
-  std::printf("format: DFlash block drafter (borrows the target's embedding and output head)\n");
+  std::printf("format: %s block drafter (borrows the target's embedding and output head)\n", c.v2() ? "DFlash 2" : "DFlash");
+  if (c.v2())
+    std::printf("DFlash 2: dynamic causal convolutions of %" PRId64 " taps in groups of %" PRId64
+                " channels around attention and MLP; candidate selector over the top %" PRId64 " logits, rank %" PRId64 "\n",
+                c.conv_kernel, c.conv_group, c.selector_top_k, c.selector_rank);
   std::printf("draft parameters: %" PRId64 " (%s)\n", params, human_count(params).c_str());
   std::printf("draft layers: %" PRId64 ", hidden: %" PRId64 ", intermediate: %" PRId64 ", heads: %" PRId64
               " (kv %" PRId64 ", dim %" PRId64 "), vocab: %" PRId64 "\n",
@@ -371,9 +375,9 @@ int inspect_drafter(const std::string& path) {
   std::printf("taps: target layers %s (fc %" PRId64 " -> %" PRId64 ")\n", taps.c_str(), c.tap_width(), d.hidden_size);
   std::printf("block size: %" PRId64 " (anchor + %" PRId64 " drafted), mask token %d\n", c.block_size, c.block_size - 1,
               c.mask_token_id);
-  std::printf("draft KV bytes per context token (f32): %" PRId64 " (full layers), plus at most %" PRId64
-              " held by the sliding layers\n",
-              c.kv_bytes_per_token(), c.kv_bytes_sliding());
+  std::printf("draft KV bytes per context token (f32): %" PRId64 " as the engine stores them (every layer, beside the "
+              "target's KV); %" PRId64 " for the full layers alone, plus at most %" PRId64 " that the sliding layers read\n",
+              static_cast<int64_t>(KvPool::bytes_per_token(d, KvDType::F32)), c.kv_bytes_per_token(), c.kv_bytes_sliding());
   return 0;
 }
 

@@ -30,17 +30,22 @@ void DraftSampler::draw(const SamplingParams* request, const float* row, int64_t
     slot.draft.push_back(argmax(row, use_vocab));
     return;
   }
-  const SamplingParams p = drafting_params(*request);
+  Sampler& sampler = stream(*request);
+  scratch_.assign(row, row + use_vocab);
+  const std::span<const TokenProb> dist = sampler.distribution(scratch_.data(), use_vocab);
+  const int32_t t = sampler.draw(dist);
+  float* q = slot.q.data() + slot.draft.size() * static_cast<size_t>(target_vocab);
+  for (const TokenProb& e : dist) q[e.token] = static_cast<float>(e.p);
+  slot.draft.push_back(t);
+}
+
+Sampler& DraftSampler::stream(const SamplingParams& request) {
+  const SamplingParams p = drafting_params(request);
   if (!sampler_ || !same_drafting(params_, p)) {
     sampler_ = std::make_unique<Sampler>(p, std::span<const int32_t>());
     params_ = p;
   }
-  scratch_.assign(row, row + use_vocab);
-  const std::span<const TokenProb> dist = sampler_->distribution(scratch_.data(), use_vocab);
-  const int32_t t = sampler_->draw(dist);
-  float* q = slot.q.data() + slot.draft.size() * static_cast<size_t>(target_vocab);
-  for (const TokenProb& e : dist) q[e.token] = static_cast<float>(e.p);
-  slot.draft.push_back(t);
+  return *sampler_;
 }
 
 }  // namespace zen::spec

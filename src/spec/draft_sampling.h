@@ -23,6 +23,9 @@ class DraftSampler {
   // draft); sampled requests also fill q row slot.draft.size() - 1 of slot.q, which the caller
   // sized to [max drafts, target_vocab] zeros.
   void draw(const SamplingParams* request, const float* row, int64_t use_vocab, int64_t target_vocab, DraftSlot& slot);
+  // The sequence's random stream for a sampled request (for drafters with a distribution of
+  // their own, e.g. DFlash 2's selector).
+  Sampler& stream(const SamplingParams& request);
 
  private:
   std::unique_ptr<Sampler> sampler_;

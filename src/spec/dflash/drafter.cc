@@ -42,10 +42,6 @@ std::vector<int32_t> default_taps(int64_t target_layers, int64_t draft_layers) {
 
 DrafterConfig DrafterConfig::from_json(const Json& root) {
   if (!root.is_object()) fail("drafter config.json: expected a JSON object");
-  if (root.contains("conv_kernel_size") || root.contains("selector_rank") ||
-      (root.contains("dflash_config") && (root["dflash_config"].contains("conv_kernel_size") ||
-                                          root["dflash_config"].contains("selector_rank"))))
-    fail("drafter config.json: a DFlash 2 drafter (dynamic convolutions, candidate selector) is not supported yet");
   DrafterConfig c;
   c.decoder = ModelConfig::from_hf(root);
   if (c.decoder.architecture != "qwen3")
@@ -81,6 +77,24 @@ DrafterConfig DrafterConfig::from_json(const Json& root) {
     if (t != "full_attention" && t != "sliding_attention") fail("drafter config.json: layer type '", t, "' is not supported");
     c.causal.push_back(is_causal != nullptr ? is_causal->get<bool>() : t == "sliding_attention");
   }
+  // DFlash 2: all four keys or none.
+  const char* v2_keys[] = {"conv_kernel_size", "conv_group_size", "selector_top_k", "selector_rank"};
+  int64_t* v2_values[] = {&c.conv_kernel, &c.conv_group, &c.selector_top_k, &c.selector_rank};
+  int given = 0;
+  for (int i = 0; i < 4; ++i)
+    if (const Json* v = draft_value(root, v2_keys[i])) {
+      if (!v->is_number_integer() || v->get<int64_t>() < 1 || v->get<int64_t>() > 1 << 20)
+        fail("drafter config.json: '", v2_keys[i], "' must be a positive integer, got ", v->dump());
+      *v2_values[i] = v->get<int64_t>();
+      ++given;
+    }
+  if (given != 0 && given != 4)
+    fail("drafter config.json: a DFlash 2 drafter needs conv_kernel_size, conv_group_size, selector_top_k and selector_rank");
+  if (c.v2() && (c.conv_kernel > 8 || c.decoder.hidden_size % c.conv_group != 0))
+    fail("drafter config.json: conv_kernel_size ", c.conv_kernel, " (at most 8) and conv_group_size ", c.conv_group,
+         " (must divide hidden_size ", c.decoder.hidden_size, ")");
+  if (c.v2() && c.selector_top_k > c.decoder.vocab_size)
+    fail("drafter config.json: selector_top_k ", c.selector_top_k, " exceeds the vocabulary of ", c.decoder.vocab_size);
   c.input_embedding_scale = number_or(root, "input_embedding_scale", 1.0f);
   c.output_multiplier = number_or(root, "output_multiplier", 1.0f);
   c.logit_softcap = number_or(root, "final_logit_softcapping", 0.0f);
@@ -147,6 +161,24 @@ Drafter::Drafter(std::unique_ptr<Checkpoint> ckpt, DrafterConfig cfg, Model& tar
     L.gate = matrix(p + "mlp.gate_proj.weight", {I, H});
     L.up = matrix(p + "mlp.up_proj.weight", {I, H});
     L.down = matrix(p + "mlp.down_proj.weight", {H, I});
+    if (cfg_.v2()) {
+      const int64_t K = cfg_.conv_kernel, G = H / cfg_.conv_group;
+      L.attn_base = take_f32_vector(c, p + "attention_conv.base_kernel", {2, K, H});
+      L.mlp_base = take_f32_vector(c, p + "mlp_conv.base_kernel", {2, K, H});
+      L.attn_kernel = matrix(p + "attention_conv.kernel_projection.weight", {2 * K * G, H});
+      L.mlp_kernel = matrix(p + "mlp_conv.kernel_projection.weight", {2 * K * G, H});
+    }
+  }
+  if (cfg_.v2()) {
+    // Published checkpoints store the codebooks without ".weight" (the reference maps them).
+    const int64_t V = d.vocab_size, r = cfg_.selector_rank;
+    auto codebook = [&](const std::string& name) {
+      const std::string key = "candidate_selector." + name;
+      return take_f32_vector(c, c.has(key) ? key : key + ".weight", {V, r});
+    };
+    pred_codebook_ = codebook("predecessor_codebook");
+    succ_codebook_ = codebook("successor_codebook");
+    selector_proj_ = matrix("candidate_selector.hidden_projection.weight", {r, H});
   }
   c.ignore(R"(.*rotary_emb\.inv_freq)", "recomputed from the config");
   c.require_clean();
@@ -349,7 +381,7 @@ void Drafter::draft(const DraftContext& ctx, std::span<const int32_t> block, flo
   draft(std::span<const BlockJob>(&job, 1), logits);
 }
 
-void Drafter::draft(std::span<const BlockJob> jobs, float* logits, Timing* timing) const {
+void Drafter::draft(std::span<const BlockJob> jobs, float* logits, Timing* timing, float* hidden) const {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const ModelConfig& d = cfg_.decoder;
@@ -366,14 +398,27 @@ void Drafter::draft(std::span<const BlockJob> jobs, float* logits, Timing* timin
   target_.embed_rows(tokens, h.data());
   if (cfg_.input_embedding_scale != 1.0f)
     for (float& x : h) x *= cfg_.input_embedding_scale;
+  // DFlash 2: dyn [n, 2 x K x groups] of the block (before / after), conv [n, H] scratch.
+  const int64_t K = cfg_.conv_kernel, dyn_width = cfg_.v2() ? 2 * K * (H / cfg_.conv_group) : 0;
+  std::vector<float> dyn(static_cast<size_t>(n * dyn_width)), conv(cfg_.v2() ? h.size() : 0);
+  // A sublayer (attention or MLP) with its convolutions: h += after(f(before(norm(h)))).
+  auto sublayer = [&](const std::vector<float>& norm, const Linear& kernel, const std::vector<float>& base, auto&& f) {
+    for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&h[t * H], norm.data(), eps, H, &xn[t * H]);
+    if (!cfg_.v2()) {
+      f(xn.data(), tmp.data());
+    } else {
+      kernel.matmul(xn.data(), n, dyn.data(), target_.pool());
+      convolve(jobs, xn.data(), dyn.data(), 0, base.data(), conv.data());
+      f(conv.data(), xn.data());
+      convolve(jobs, xn.data(), dyn.data(), 1, base.data() + K * H, tmp.data());
+    }
+    kernels::add_inplace(h.data(), tmp.data(), n * H);
+  };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
-    for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&h[t * H], L.attn_norm.data(), eps, H, &xn[t * H]);
-    attention(static_cast<int>(l), jobs, xn.data(), n, tmp.data());
-    kernels::add_inplace(h.data(), tmp.data(), n * H);
-    for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&h[t * H], L.ffn_norm.data(), eps, H, &xn[t * H]);
-    mlp(L, xn.data(), n, tmp.data());
-    kernels::add_inplace(h.data(), tmp.data(), n * H);
+    sublayer(L.attn_norm, L.attn_kernel, L.attn_base,
+             [&](const float* x, float* out) { attention(static_cast<int>(l), jobs, x, n, out); });
+    sublayer(L.ffn_norm, L.mlp_kernel, L.mlp_base, [&](const float* x, float* out) { mlp(L, x, n, out); });
   }
   // Rows 1 .. B - 1 of each block, packed.
   int64_t out = 0, r = 0;
@@ -383,6 +428,7 @@ void Drafter::draft(std::span<const BlockJob> jobs, float* logits, Timing* timin
   }
   const int64_t V = d.vocab_size;
   const auto t1 = Clock::now();
+  if (hidden != nullptr) std::copy_n(xn.begin(), out * H, hidden);
   target_.output_head(xn.data(), out, logits);
   for (int64_t i = 0; i < out * V; ++i) {
     float x = logits[i] * cfg_.output_multiplier;
@@ -393,6 +439,56 @@ void Drafter::draft(std::span<const BlockJob> jobs, float* logits, Timing* timin
     timing->layers = std::chrono::duration<double>(t1 - t0).count();
     timing->head = std::chrono::duration<double>(Clock::now() - t1).count();
   }
+}
+
+void Drafter::convolve(std::span<const BlockJob> jobs, const float* x, const float* dyn, int which, const float* base,
+                       float* out) const {
+  const int64_t H = cfg_.decoder.hidden_size, K = cfg_.conv_kernel, gs = cfg_.conv_group, G = H / gs;
+  int64_t row0 = 0;
+  for (const BlockJob& job : jobs) {
+    const auto n = static_cast<int64_t>(job.block.size());
+    for (int64_t t = 0; t < n; ++t) {
+      float* o = out + (row0 + t) * H;
+      std::fill_n(o, H, 0.0f);
+      const float* d = dyn + (row0 + t) * 2 * K * G + which * K * G;  // [K, G] at position t
+      for (int64_t off = 0; off < K && off <= t; ++off) {
+        const float* xs = x + (row0 + t - off) * H;
+        const float* b = base + off * H;
+        for (int64_t c = 0; c < H; ++c) o[c] += (b[c] + d[off * G + c / gs]) * xs[c];
+      }
+    }
+    row0 += n;
+  }
+}
+
+std::vector<int32_t> Drafter::select(const float* hidden, const float* logits, int64_t rows, int32_t anchor,
+                                     const Choose& choose) const {
+  ZEN_CHECK(cfg_.v2(), "select: a DFlash 1 drafter has no candidate selector");
+  const int64_t V = cfg_.decoder.vocab_size, r = cfg_.selector_rank;
+  const auto k = static_cast<size_t>(cfg_.selector_top_k);
+  std::vector<float> proj(static_cast<size_t>(rows * r));  // [rows, r]
+  selector_proj_.matmul(hidden, rows, proj.data(), target_.pool());
+  std::vector<int32_t> ids(static_cast<size_t>(V)), candidates(k), path;
+  std::vector<float> scores(k), mix(static_cast<size_t>(r));
+  int32_t previous = anchor;
+  for (int64_t pos = 0; pos < rows; ++pos) {
+    const float* row = logits + pos * V;
+    for (int32_t i = 0; i < static_cast<int32_t>(V); ++i) ids[static_cast<size_t>(i)] = i;
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                      [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    // mix = pred[previous] * proj(hidden): the part of each score that is the same for all.
+    const float* pred = &pred_codebook_[static_cast<size_t>(previous * r)];
+    for (int64_t j = 0; j < r; ++j) mix[static_cast<size_t>(j)] = pred[j] * proj[static_cast<size_t>(pos * r + j)];
+    for (size_t i = 0; i < k; ++i) {
+      candidates[i] = ids[i];
+      scores[i] = row[ids[i]] + kernels::dot_f32(mix.data(), &succ_codebook_[static_cast<size_t>(ids[i] * r)], r);
+    }
+    const size_t chosen = choose(scores, candidates, pos);
+    ZEN_CHECK(chosen < k, "select: candidate ", chosen, " of ", k);
+    previous = candidates[chosen];
+    path.push_back(previous);
+  }
+  return path;
 }
 
 }  // namespace zen::spec::dflash

@@ -9,8 +9,16 @@
 //            over the context's K/V and the block's own. Sliding layers are causal within
 //            their window; full layers see the whole block (bidirectional), as trained.
 //   drafts:  rows 1 .. B - 1 after the final norm, through the target's output head.
+// DFlash 2 adds, in every layer, a grouped dynamic causal convolution along the block before
+// attention (on the normed input) and after it (on its output), the same around the MLP:
+//   conv(x)[t, c] = sum over o < K, t - o >= 0 of (base[o, c] + dyn[t, o, group(c)]) x[t - o, c]
+// with dyn = kernel_projection(the normed input at t) (one set for before, one for after);
+// and drafts by a candidate selector: at each position the top-k logits' tokens, scored
+//   unary + sum_r pred[previous token, r] x proj(hidden)[r] x succ[candidate, r]
+// along the path from the anchor (greedy: the best; sampled: softmax(scores / T)).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,6 +42,11 @@ struct DrafterConfig {
   int64_t block_size = 16;                 // anchor + block_size - 1 drafted tokens
   std::vector<bool> causal;                // per draft layer
   float input_embedding_scale = 1.0f, output_multiplier = 1.0f, logit_softcap = 0.0f;
+  // DFlash 2 (0: v1): grouped dynamic causal convolutions of conv_kernel taps around each
+  // layer's attention and MLP, channels in groups of conv_group sharing a dynamic weight; a
+  // candidate selector over each position's selector_top_k logits, scored in rank selector_rank.
+  int64_t conv_kernel = 0, conv_group = 0, selector_top_k = 0, selector_rank = 0;
+  bool v2() const { return conv_kernel > 0; }
 
   // config.json of a drafter folder (dflash_config, or the same keys at the top level).
   static DrafterConfig from_json(const nlohmann::json& root);
@@ -98,14 +111,29 @@ class Drafter {
   struct Timing {
     double layers = 0, head = 0;
   };
-  void draft(std::span<const BlockJob> jobs, float* logits, Timing* timing = nullptr) const;
+  // hidden (optional): the final-normed rows behind the logits [same rows, H] (the selector's).
+  void draft(std::span<const BlockJob> jobs, float* logits, Timing* timing = nullptr, float* hidden = nullptr) const;
+  // DFlash 2: the selector's path for one block: hidden [rows, H] and logits [rows, vocab] of
+  // its drafted positions, the anchor token; choose(scores, candidates, position) returns the
+  // index it takes (greedy: the best score; sampled: a draw from softmax(scores / T)).
+  using Choose = std::function<size_t(std::span<const float> scores, std::span<const int32_t> candidates, int64_t pos)>;
+  std::vector<int32_t> select(const float* hidden, const float* logits, int64_t rows, int32_t anchor,
+                              const Choose& choose) const;
 
  private:
   struct Layer {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;  // [H], [H], [hd], [hd]
     Linear wq, wk, wv, wo;                                   // [nh*hd, H], [nkv*hd, H] x2, [H, nh*hd]
     Linear gate, up, down;                                   // [I, H], [I, H], [H, I]
+    // DFlash 2 convolutions around attention and MLP: base [2 (before, after), K, H];
+    // kernel projection [2 x K x groups, H].
+    std::vector<float> attn_base, mlp_base;
+    Linear attn_kernel, mlp_kernel;
   };
+  // One conv of x [rows, H] per job (causal along each block, never across jobs): dyn [rows,
+  // 2 x K x groups] (which: 0 before, 1 after), base [K, H]; out may not alias x.
+  void convolve(std::span<const BlockJob> jobs, const float* x, const float* dyn, int which, const float* base,
+                float* out) const;
   Drafter(std::unique_ptr<Checkpoint> ckpt, DrafterConfig cfg, Model& target);
   // out [rows, H] = o_proj(attention of every job's block rows x [rows, H] (normed) over its
   // context K/V and its block's own, with the layer's mask).
@@ -118,6 +146,9 @@ class Drafter {
   Rope rope_;
   Linear fc_;                                   // [H, n_taps * H]
   std::vector<float> hidden_norm_, final_norm_; // [H]
+  // DFlash 2 selector: codebooks [V, r] for the previous token and the candidate; proj [r, H].
+  std::vector<float> pred_codebook_, succ_codebook_;
+  Linear selector_proj_;
   std::vector<Layer> layers_;
 };
 

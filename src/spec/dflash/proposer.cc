@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "base/error.h"
 
@@ -76,9 +77,10 @@ void DFlashProposer::propose(std::span<DraftSlot> slots) {
   }
   if (jobs_.empty()) return;
   logits_.resize(jobs_.size() * static_cast<size_t>((B - 1) * V));
+  if (c.v2()) hidden_.resize(jobs_.size() * static_cast<size_t>((B - 1) * c.decoder.hidden_size));
   const auto t0 = Clock::now();
   Drafter::Timing t;
-  drafter_->draft(jobs_, logits_.data(), &t);
+  drafter_->draft(jobs_, logits_.data(), &t, c.v2() ? hidden_.data() : nullptr);
   const double spent = seconds_since(t0);
   timing_.layers = t.layers;
   timing_.head = t.head;
@@ -88,10 +90,40 @@ void DFlashProposer::propose(std::span<DraftSlot> slots) {
     DraftSlot& s = slots[job_slot_[j]];
     const int64_t k = std::min<int64_t>(s.max_tokens, B - 1);
     if (!is_greedy_request(s.sampling)) s.q.assign(static_cast<size_t>(k * V), 0.0f);
+    const size_t row0 = j * static_cast<size_t>(B - 1);
+    if (c.v2()) {
+      select(s, &hidden_[row0 * static_cast<size_t>(c.decoder.hidden_size)], &logits_[row0 * static_cast<size_t>(V)], k);
+      continue;
+    }
     DraftSampler& sampler = samplers_[s.seq_id];
-    for (int64_t i = 0; i < k; ++i)
-      sampler.draw(s.sampling, &logits_[(j * static_cast<size_t>(B - 1) + static_cast<size_t>(i)) * static_cast<size_t>(V)], V, V, s);
+    for (int64_t i = 0; i < k; ++i) sampler.draw(s.sampling, &logits_[(row0 + static_cast<size_t>(i)) * static_cast<size_t>(V)], V, V, s);
   }
+}
+
+// DFlash 2: the selector's path. Sampled requests draw each step from softmax(scores / T) over
+// the candidates (the reference's selector uses the temperature alone), which is q.
+void DFlashProposer::select(DraftSlot& s, const float* hidden, const float* logits, int64_t k) {
+  const int64_t V = target_.config().vocab_size;
+  const bool greedy = is_greedy_request(s.sampling);
+  Sampler* stream = greedy ? nullptr : &samplers_[s.seq_id].stream(*s.sampling);
+  std::vector<TokenProb> dist;
+  auto choose = [&](std::span<const float> scores, std::span<const int32_t> candidates, int64_t pos) -> size_t {
+    if (greedy) return static_cast<size_t>(std::max_element(scores.begin(), scores.end()) - scores.begin());
+    const double m = *std::max_element(scores.begin(), scores.end());
+    const double t = s.sampling->temperature;
+    dist.clear();
+    double z = 0;
+    for (size_t i = 0; i < scores.size(); ++i) {
+      dist.push_back({static_cast<int32_t>(i), std::exp((scores[i] - m) / t)});
+      z += dist.back().p;
+    }
+    for (TokenProb& e : dist) {
+      e.p /= z;
+      s.q[static_cast<size_t>(pos * V + candidates[static_cast<size_t>(e.token)])] += static_cast<float>(e.p);
+    }
+    return static_cast<size_t>(stream->draw(dist));
+  };
+  s.draft = drafter_->select(hidden, logits, k, s.tokens.back(), choose);
 }
 
 void DFlashProposer::finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) {

@@ -14,7 +14,8 @@
 // Drafting. A slot's context is its first tokens.size() - 1 positions; the block is
 // [tokens.back(), mask x (B - 1)], always the trained width B (full layers see the whole block,
 // so a narrower one would draft differently); the first max_tokens of its B - 1 drafts are
-// returned, drawn as draft_sampling.h says (sampled requests get q). A block costs the same
+// returned, drawn as draft_sampling.h says (sampled requests get q); a DFlash 2 drafter's
+// selector walks the block's positions from the anchor instead (q: its softmax over candidates). A block costs the same
 // whatever k is taken from it: cost_seconds is measured per number of sequences.
 #pragma once
 #include <cstdint>
@@ -55,6 +56,9 @@ class DFlashProposer : public Proposer {
   const Timing& last_timing() const { return timing_; }
 
  private:
+  // DFlash 2: fills s.draft (and q) with the selector's path over k positions.
+  void select(DraftSlot& s, const float* hidden, const float* logits, int64_t k);
+
   Model& target_;
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<KvPool> store_;  // [draft layer] K/V per target block (see above)
@@ -67,6 +71,7 @@ class DFlashProposer : public Proposer {
   std::vector<std::vector<int32_t>> blocks_;  // [jobs][B]
   std::vector<size_t> job_slot_;              // [jobs] slot index
   std::vector<float> logits_;                 // [jobs x (B - 1), vocab]
+  std::vector<float> hidden_;                 // DFlash 2: [jobs x (B - 1), H] the selector's input
   std::vector<float> taps_;                   // [committed rows, tap width]
   std::vector<int64_t> positions_;            // [committed rows]
   std::vector<std::vector<float>> k_, v_;     // [layer][committed rows, kv_dim]
