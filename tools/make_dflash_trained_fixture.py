@@ -166,6 +166,8 @@ def train_accuracy(draft, target, ids, plens, taps):
     hits, total = torch.zeros(BLOCK - 1), 0
     for a in range(MIN_ANCHOR, SEQ_LEN - BLOCK + 1):
         sel = torch.from_numpy(np.nonzero((plens - 1 <= a).numpy())[0])
+        if len(sel) == 0:
+            continue
         logits = train_forward(draft, target, taps[sel, :a], ids[sel, a], a)
         hits += (logits.argmax(-1) == ids[sel, a + 1:a + BLOCK]).float().sum(0)
         total += len(sel)

@@ -190,8 +190,62 @@ TEST_F(DFlashV1, AMisfitIsRefusedWithTheNumbers) {
   bad.decoder.vocab_size = 1000;
   expect_refused(bad, "vocab_size 1000 does not fit the target's 288");
   nlohmann::json v2 = nlohmann::json::parse(read_text_file((kDir / "v1/config.json").string()));
-  v2["dflash_config"]["conv_kernel_size"] = 2;
+  v2["dflash_config"]["conv_kernel_size"] = 2;  // DFlash 2 needs all four of its keys
   EXPECT_THROW(DrafterConfig::from_json(v2), Error);
+}
+
+}  // namespace
+}  // namespace zen::spec::dflash
+
+namespace zen::spec::dflash {
+namespace {
+
+// DFlash 2 (tools/make_dflash2_fixtures.py): every block of the reference's greedy generation
+// gives the reference's final hidden rows and logits (through the dynamic convolutions), and
+// the candidate selector walks the reference's path, which differs from the logits' argmax at
+// most positions.
+TEST(DFlashV2, EveryBlockAndSelectedPathMatchTheReference) {
+  auto target = Model::load((kDir / "target").string(), {.n_threads = 2, .load_tokenizer = false});
+  const SafetensorsFile ref((kDir / "v2.reference.safetensors").string());
+  auto drafter = Drafter::load((kDir / "v2").string(), *target);
+  const DrafterConfig& c = drafter->config();
+  ASSERT_TRUE(c.v2());
+  EXPECT_EQ(c.conv_kernel, 2);
+  EXPECT_EQ(c.conv_group, 8);
+  EXPECT_EQ(c.selector_top_k, 8);
+  EXPECT_EQ(c.selector_rank, 4);
+  const int32_t steps = tensor<int32_t>(ref, "num_steps")[0];
+  DraftContext ctx;
+  int differs_from_argmax = 0;
+  for (int32_t s = 0; s < steps; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    const std::string p = "step" + std::to_string(s) + ".";
+    std::vector<int64_t> shape;
+    const auto taps = tensor<float>(ref, p + "ctx_taps", &shape);
+    ASSERT_EQ(tensor<int32_t>(ref, p + "ctx_start")[0], ctx.length);
+    drafter->extend(ctx, taps.data(), shape[0]);
+    const auto block = tensor<int32_t>(ref, p + "block");
+    const auto want_logits = tensor<float>(ref, p + "draft_logits");
+    const auto want_hidden = tensor<float>(ref, p + "draft_hidden");
+    std::vector<float> logits(want_logits.size()), hidden(want_hidden.size());
+    const BlockJob job{ContextView{.length = ctx.length, .ctx = &ctx}, block};
+    drafter->draft(std::span<const BlockJob>(&job, 1), logits.data(), nullptr, hidden.data());
+    float worst = 0;
+    for (size_t i = 0; i < logits.size(); ++i) worst = std::max(worst, std::abs(logits[i] - want_logits[i]));
+    EXPECT_LT(worst, 2e-4f);
+    worst = 0;
+    for (size_t i = 0; i < hidden.size(); ++i) worst = std::max(worst, std::abs(hidden[i] - want_hidden[i]));
+    EXPECT_LT(worst, 2e-4f);
+    const int64_t rows = static_cast<int64_t>(block.size()) - 1;
+    auto greedy = [](std::span<const float> scores, std::span<const int32_t>, int64_t) {
+      return static_cast<size_t>(std::max_element(scores.begin(), scores.end()) - scores.begin());
+    };
+    const auto path = drafter->select(hidden.data(), logits.data(), rows, block[0], greedy);
+    EXPECT_EQ(path, tensor<int32_t>(ref, p + "drafts"));
+    const auto argmax = tensor<int32_t>(ref, p + "argmax");
+    for (size_t i = 0; i < argmax.size(); ++i) differs_from_argmax += argmax[i] != path[i];
+  }
+  EXPECT_GT(differs_from_argmax, 10);  // the selector is seen
 }
 
 }  // namespace

@@ -101,55 +101,63 @@ class DFlashEngine : public ::testing::Test {
 Model* DFlashEngine::target_ = nullptr;
 SafetensorsFile* DFlashEngine::ref_ = nullptr;
 
-// The reference's whole greedy generation: every full block drafts the reference's tokens
-// (context captured by the engine's own forwards), each verification keeps what the
-// reference kept, and the output is the target's greedy output.
+// The reference's whole greedy generation, for DFlash (v1) and DFlash 2 (v2, whose drafts are
+// the candidate selector's path): every full block drafts the reference's tokens (context
+// captured by the engine's own forwards), each verification keeps what the reference kept,
+// and the output is the target's greedy output.
 TEST_F(DFlashEngine, AGreedyGenerationDraftsTheReferencesBlocks) {
-  const auto prompt = ints(*ref_, "prompt");
-  const auto output = ints(*ref_, "output");
-  const auto acceptance = ints(*ref_, "acceptance_lengths");
-  const int32_t steps = ints(*ref_, "num_steps")[0];
-  const fs::path trace = fs::path(::testing::TempDir()) / "dflash_trace.jsonl";
-  EngineOptions o = test::pool_of(*target_, 64, 64);
-  o.spec_trace_path = trace.string();
-  o.speculative.method = "dflash";  // the trace needs a configured method; use_proposer replaces it
-  o.speculative.model = (kDir / "v1").string();
-  std::vector<std::map<size_t, std::vector<int32_t>>> drafts;
-  std::vector<Outcome> got;
-  {
-    Engine engine(*target_, o);  // closes the trace when it goes
-    got = speculate(engine, {prompt}, test::greedy(static_cast<int64_t>(output.size() - prompt.size())), &drafts);
-  }
-  ASSERT_EQ(got[0].tokens, std::vector<int32_t>(output.begin() + static_cast<ptrdiff_t>(prompt.size()), output.end()));
-  ASSERT_EQ(drafts.size(), 1u);
-  int compared = 0;
-  for (int32_t s = 0; s < steps; ++s) {
-    const std::string p = "step" + std::to_string(s) + ".";
-    const size_t start = static_cast<size_t>(ints(*ref_, p + "start")[0]);
-    const auto want = ints(*ref_, p + "drafts");
-    const auto it = drafts[0].find(start + 1);  // the anchor is the last of start + 1 tokens
-    if (s + 1 == steps && it == drafts[0].end()) continue;  // no room left: the engine drafts nothing
-    ASSERT_NE(it, drafts[0].end()) << "no block at position " << start;
-    // The engine verifies only what max_tokens leaves room for (the reference drafts past it
-    // and narrows its last blocks): its drafts are a prefix of a full block's.
-    if (want.size() == 3) {
-      EXPECT_EQ(it->second, std::vector<int32_t>(want.begin(), want.begin() + static_cast<ptrdiff_t>(it->second.size())))
-          << "step " << s;
-      compared += it->second.size() == 3 ? 1 : 0;
+  for (const char* drafter : {"v1", "v2"}) {
+    SCOPED_TRACE(drafter);
+    const SafetensorsFile ref((kDir / (std::string(drafter) + ".reference.safetensors")).string());
+    const auto prompt = ints(ref, "prompt");
+    const auto output = ints(ref, "output");
+    const auto acceptance = ints(ref, "acceptance_lengths");
+    const int32_t steps = ints(ref, "num_steps")[0];
+    const fs::path trace = fs::path(::testing::TempDir()) / "dflash_trace.jsonl";
+    EngineOptions o = test::pool_of(*target_, 64, 64);
+    o.spec_trace_path = trace.string();
+    o.speculative.method = "dflash";  // the trace needs a configured method; use_proposer replaces it
+    o.speculative.model = (kDir / drafter).string();
+    std::vector<std::map<size_t, std::vector<int32_t>>> drafts;
+    std::vector<Outcome> got;
+    {
+      Engine engine(*target_, o);  // closes the trace when it goes
+      DraftLog log;
+      engine.use_proposer(logged(&log, drafter), fixed_k(3));
+      got = test::run_all(engine, {prompt}, test::greedy(static_cast<int64_t>(output.size() - prompt.size())));
+      for (auto& [id, d] : log.by_seq) drafts.push_back(d);
     }
+    ASSERT_EQ(got[0].tokens, std::vector<int32_t>(output.begin() + static_cast<ptrdiff_t>(prompt.size()), output.end()));
+    ASSERT_EQ(drafts.size(), 1u);
+    int compared = 0;
+    for (int32_t s = 0; s < steps; ++s) {
+      const std::string p = "step" + std::to_string(s) + ".";
+      const size_t start = static_cast<size_t>(ints(ref, p + "start")[0]);
+      const auto want = ints(ref, p + "drafts");
+      const auto it = drafts[0].find(start + 1);  // the anchor is the last of start + 1 tokens
+      if (s + 1 == steps && it == drafts[0].end()) continue;  // no room left: the engine drafts nothing
+      ASSERT_NE(it, drafts[0].end()) << "no block at position " << start;
+      // The engine verifies only what max_tokens leaves room for (the reference drafts past it
+      // and narrows its last blocks): its drafts are a prefix of a full block's.
+      if (want.size() == 3) {
+        EXPECT_EQ(it->second, std::vector<int32_t>(want.begin(), want.begin() + static_cast<ptrdiff_t>(it->second.size())))
+            << "step " << s;
+        compared += it->second.size() == 3 ? 1 : 0;
+      }
+    }
+    EXPECT_GE(compared, steps - 3);
+    // The trace: one line per verification carrying drafts, accepted + 1 == the reference's.
+    std::ifstream in(trace);
+    std::string line;
+    std::vector<int32_t> lengths;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["drafted"].get<int>() > 0) lengths.push_back(j["accepted"].get<int32_t>() + 1);
+    }
+    EXPECT_EQ(lengths, std::vector<int32_t>(acceptance.begin(), acceptance.begin() + static_cast<ptrdiff_t>(lengths.size())));
+    EXPECT_GE(lengths.size(), static_cast<size_t>(steps - 2));
+    fs::remove(trace);
   }
-  EXPECT_GE(compared, steps - 3);
-  // The trace: one line per verification carrying drafts, accepted + 1 == the reference's.
-  std::ifstream in(trace);
-  std::string line;
-  std::vector<int32_t> lengths;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["drafted"].get<int>() > 0) lengths.push_back(j["accepted"].get<int32_t>() + 1);
-  }
-  EXPECT_EQ(lengths, std::vector<int32_t>(acceptance.begin(), acceptance.begin() + static_cast<ptrdiff_t>(lengths.size())));
-  EXPECT_GE(lengths.size(), static_cast<size_t>(steps - 1));
-  fs::remove(trace);
 }
 
 // 16 sequences in one engine (batched drafting, interleaved prefill and decode, some sharing
@@ -264,9 +272,10 @@ TEST_F(DFlashEngine, SampledOutputHasTheDistributionOfPlainDecoding) {
   params.sampling.top_k = 20;
   params.sampling.has_seed = true;
   const int runs = 2400;
-  auto sample_all = [&](bool speculative) {
+  auto sample_all = [&](const char* drafter) {
+    const bool speculative = drafter != nullptr;
     Engine engine(*target_, test::pool_of(*target_, 512, 256));
-    if (speculative) engine.use_proposer(std::make_unique<DFlashProposer>(*target_, (kDir / "v1").string()), fixed_k(3));
+    if (speculative) engine.use_proposer(std::make_unique<DFlashProposer>(*target_, (kDir / drafter).string()), fixed_k(3));
     std::vector<std::map<int32_t, int>> counts(4);
     for (int base = 0; base < runs; base += 16) {  // waves of 16 (see speculative_test.cc)
       std::vector<std::vector<int32_t>> outs(16);
@@ -284,13 +293,15 @@ TEST_F(DFlashEngine, SampledOutputHasTheDistributionOfPlainDecoding) {
     }
     return std::make_pair(counts, engine.stats());
   };
-  const auto [plain_counts, plain_stats] = sample_all(false);
-  const auto [spec_counts, spec_stats] = sample_all(true);
-  EXPECT_GT(spec_stats.spec_accepted_tokens, runs / 50) << "too few drafts accepted to test anything";
-  EXPECT_LT(spec_stats.spec_accepted_tokens, spec_stats.spec_draft_tokens);
-  for (size_t pos = 0; pos < 4; ++pos) {
-    EXPECT_GT(plain_counts[pos].size(), 5u) << "position " << pos << " is nearly deterministic";
-    EXPECT_LT(test::chi_square_ratio(plain_counts[pos], spec_counts[pos]), 1.0) << "position " << pos;
+  const auto [plain_counts, plain_stats] = sample_all(nullptr);
+  for (const char* drafter : {"v1", "v2"}) {  // v2: q is the selector's softmax over candidates
+    const auto [spec_counts, spec_stats] = sample_all(drafter);
+    EXPECT_GT(spec_stats.spec_accepted_tokens, runs / 100) << drafter << ": too few drafts accepted to test anything";
+    EXPECT_LT(spec_stats.spec_accepted_tokens, spec_stats.spec_draft_tokens) << drafter;
+    for (size_t pos = 0; pos < 4; ++pos) {
+      EXPECT_GT(plain_counts[pos].size(), 5u) << "position " << pos << " is nearly deterministic";
+      EXPECT_LT(test::chi_square_ratio(plain_counts[pos], spec_counts[pos]), 1.0) << drafter << " position " << pos;
+    }
   }
 }
 
