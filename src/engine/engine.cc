@@ -211,6 +211,8 @@ struct Engine::Impl {
     }
     if (draft_bytes_per_token > 0 && KvPool::bytes_per_token(cfg, o.kv_dtype) > 0)
       kv_tokens_without_drafter = kv_blocks(cfg, o) * o.block_size;
+    if (!o.speculative.synthetic_acceptance_rates.empty())
+      verifier.set_synthetic(o.speculative.synthetic_acceptance_rates, 0x5EEDULL);
     if (proposer) {
       controller = std::make_unique<spec::Controller>(
           spec::ControllerOptions{.adaptive = o.speculative.adaptive, .num_speculative_tokens = o.speculative.k()});

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace zen::spec {
 
@@ -19,6 +20,11 @@ struct SpeculativeConfig {
   int64_t suffix_max_cached_tokens = int64_t{1} << 20;
   double suffix_max_spec_factor = 1.0;
   double suffix_min_token_prob = 0.1;
+
+  // vLLM's benchmarking mode: "synthetic" accepts drafts by chance at these rates (rates[i]:
+  // drafts 0..i all accepted; non-increasing) instead of by the target. Output is not the model's.
+  std::string rejection_sample_method = "standard";  // standard | synthetic
+  std::vector<double> synthetic_acceptance_rates;
 
   bool enabled() const { return !method.empty(); }
   // k after defaults: ngram 5, suffix 16, draft_model 5, dflash 15, mtp 3.

@@ -10,6 +10,7 @@ Verdict Verifier::verify(Sampler& sampler, const float* rows, int64_t vocab, std
                          std::span<const float> q, const EmitFn& emit) {
   ZEN_CHECK(q.empty() || static_cast<int64_t>(q.size()) == static_cast<int64_t>(draft.size()) * vocab,
             "draft probabilities: ", q.size(), " floats for ", draft.size(), " drafts of vocabulary ", vocab);
+  if (synthetic()) return verify_synthetic(sampler, rows, vocab, draft, emit);
   Verdict v;
   scratch_.resize(static_cast<size_t>(vocab));
   auto emit_token = [&](int32_t token, int64_t row) {
@@ -65,6 +66,46 @@ Verdict Verifier::verify(Sampler& sampler, const float* rows, int64_t vocab, std
     }
     ++v.accepted;
     if (!emit_token(d, r)) return v;
+  }
+  return v;
+}
+
+void Verifier::set_synthetic(std::vector<double> rates, uint64_t seed) {
+  synthetic_.clear();
+  double before = 1;
+  for (const double r : rates) {
+    ZEN_CHECK(r >= 0 && r <= before, "synthetic acceptance rates must be non-increasing in [0, 1]");
+    synthetic_.push_back(before > 0 ? r / before : 0);
+    before = r;
+  }
+  synthetic_state_ = seed;
+}
+
+Verdict Verifier::verify_synthetic(Sampler& sampler, const float* rows, int64_t vocab, std::span<const int32_t> draft,
+                                   const EmitFn& emit) {
+  auto uniform = [this] {  // splitmix64 -> [0, 1)
+    uint64_t z = (synthetic_state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+  };
+  Verdict v;
+  scratch_.resize(static_cast<size_t>(vocab));
+  for (size_t j = 0; j <= draft.size(); ++j) {
+    const double rate = synthetic_[std::min(j, synthetic_.size() - 1)];
+    int32_t token = 0;
+    const bool accept = j < draft.size() && uniform() < rate;
+    if (accept) {
+      token = draft[j];
+    } else {
+      const float* row = rows + static_cast<int64_t>(j) * vocab;
+      std::copy(row, row + vocab, scratch_.begin());
+      token = sampler.sample(scratch_.data(), vocab);
+    }
+    sampler.accept(token);
+    ++v.emitted;
+    v.accepted += accept ? 1 : 0;
+    if (!emit(token, static_cast<int64_t>(j)) || !accept) return v;
   }
   return v;
 }

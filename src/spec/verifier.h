@@ -31,12 +31,24 @@ struct Verdict {
 
 class Verifier {
  public:
+  // Benchmarking only (vLLM's rejection_sample_method "synthetic"): drafts are accepted by
+  // chance, not by the target, so the cost of speculation can be measured at a chosen
+  // acceptance with a drafter that is never right. rates[i]: the probability that drafts
+  // 0..i are all accepted (non-increasing; the last applies further on); a rejected or final
+  // position emits the target's own token. Output is NOT the model's: never serve with it.
+  void set_synthetic(std::vector<double> rates, uint64_t seed);
+  bool synthetic() const { return !synthetic_.empty(); }
   // rows: [draft.size() + 1, vocab] target logits, left untouched; q: empty (point masses) or
   // [draft.size(), vocab]. The sampler sees every emitted token (accept()) before the next row.
   Verdict verify(Sampler& sampler, const float* rows, int64_t vocab, std::span<const int32_t> draft,
                  std::span<const float> q, const EmitFn& emit);
 
  private:
+  Verdict verify_synthetic(Sampler& sampler, const float* rows, int64_t vocab, std::span<const int32_t> draft,
+                           const EmitFn& emit);
+
+  std::vector<double> synthetic_;       // conditional acceptance per position (empty: off)
+  uint64_t synthetic_state_ = 0;        // splitmix64
   std::vector<float> scratch_;          // [vocab] a row the sampler may edit
   std::vector<TokenProb> residual_;     // norm(max(p - q, 0)) before normalising
 };

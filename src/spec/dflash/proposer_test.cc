@@ -385,3 +385,33 @@ TEST(DFlashHybrid, GreedyOutputIsTheTargetsAloneAndAtConcurrency) {
 
 }  // namespace
 }  // namespace zen::spec::dflash
+
+namespace zen::spec::dflash {
+namespace {
+
+// Benchmarking mode: a random drafter (never right) accepted at chosen rates. Acceptance by
+// position follows the rates; the config refuses rates that rise or come without the method.
+TEST_F(DFlashEngine, SyntheticAcceptanceFollowsTheRates) {
+  EngineOptions o = test::pool_of(*target_, 512, 256);
+  o.speculative = SpeculativeConfig::parse(
+      R"({"method": "dflash", "model": ")" + (kDir / "v1").string() +
+      R"(", "adaptive": false, "rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.8, 0.64, 0.512]})");
+  Engine engine(*target_, o);
+  EXPECT_NE(engine.describe().find("SYNTHETIC acceptance"), std::string::npos);
+  const auto got = test::run_all(engine, test::random_prompts(16, 8, 20, vocab() - 1, 3), test::greedy(64));
+  for (const Outcome& out : got) EXPECT_EQ(out.tokens.size(), 64u);
+  const EngineStats s = engine.stats();
+  ASSERT_GT(s.spec_drafts, 200);
+  const double rates[] = {0.8, 0.64, 0.512};
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(static_cast<double>(s.spec_accepted_per_pos[i]) / static_cast<double>(s.spec_drafts), rates[i], 0.08)
+        << "position " << i;
+  for (const char* bad : {R"({"method": "ngram", "rejection_sample_method": "synthetic"})",
+                          R"({"method": "ngram", "synthetic_acceptance_rates": [0.5]})",
+                          R"({"method": "ngram", "rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.5, 0.6]})",
+                          R"({"method": "ngram", "rejection_sample_method": "lenient"})"})
+    EXPECT_THROW(SpeculativeConfig::parse(bad), Error) << bad;
+}
+
+}  // namespace
+}  // namespace zen::spec::dflash
