@@ -58,29 +58,33 @@ import dflash.model as dfm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_dflash_fixtures import (  # noqa: E402
-    BLOCK, MASK_ID, PROMPT_LEN, SLIDING_TYPES, TAP_LAYERS, check_draft, check_saved_config,
-    draft_config, draft_logits, save_folder, target_greedy, top2_margin)
+    BLOCK, MASK_ID, PROMPT_LEN, SLIDING_TYPES, TAP_LAYERS, WINDOW, check_draft,
+    check_saved_config, draft_config, draft_logits, save_folder, target_greedy, top2_margin)
 
 NEW_TOKENS = 32
 NUM_PROMPTS = 3
 # Training data: random prompts of TRAIN_MIN_LEN..TRAIN_MAX_LEN ids, continued greedily by the
-# target up to SEQ_LEN tokens in all.
-NUM_TRAIN = 512
+# target up to SEQ_LEN tokens in all; a held-out set of the same kind only measures accuracy.
+NUM_TRAIN = 2048
+NUM_HELDOUT = 256
 TRAIN_MIN_LEN, TRAIN_MAX_LEN = 8, 16
 SEQ_LEN = 56
 DATA_SEED = 9101
+HELDOUT_SEED = 9104
 INIT_SEED = 9102
 ORDER_SEED = 9103
 EVAL_SEED = 9201
-MIN_ANCHOR = TRAIN_MIN_LEN - 1   # the first anchor with greedy labels
-TRAIN_STEPS = 3000
-BATCH = 64
+MIN_ANCHOR = TRAIN_MIN_LEN - 1   # the first anchor with a greedy label
+ANCHORS = torch.arange(MIN_ANCHOR, SEQ_LEN - BLOCK + 1)   # every block that fits, per sequence
+TRAIN_STEPS = 2000
+BATCH = 16                       # sequences per step, each with len(ANCHORS) blocks
 LR = 3e-3
 MIN_LR = 1e-4
+ROW_DECAY = 2.0                  # loss weight of block row r (1-based) is exp(-(r-1)/ROW_DECAY)
 MIN_MEAN_ACCEPTANCE = 2.0
 MIN_TARGET_MARGIN = 1e-2
 MIN_DRAFT_MARGIN = 1e-3
-MAX_PROMPT_TRIES = 200
+MAX_PROMPT_TRIES = 2000
 
 
 def load_target(folder):
@@ -92,12 +96,12 @@ def load_target(folder):
 
 
 @torch.no_grad()
-def training_data(target):
-    """Random prompts continued greedily (KV cache, batched by prompt length) to SEQ_LEN tokens,
-    and the target's taps over each whole sequence. Returns ids [N, SEQ_LEN], prompt lengths [N],
-    taps [N, SEQ_LEN, 64]."""
-    rng = np.random.default_rng(DATA_SEED)
-    lengths = rng.integers(TRAIN_MIN_LEN, TRAIN_MAX_LEN + 1, size=NUM_TRAIN)
+def greedy_data(target, seed, count):
+    """`count` random prompts of TRAIN_MIN_LEN..TRAIN_MAX_LEN ids continued greedily (KV cache,
+    batched by prompt length) to SEQ_LEN tokens, and the target's taps over each whole sequence
+    (one forward). Returns ids [N, SEQ_LEN], prompt lengths [N], taps [N, SEQ_LEN, 64]."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(TRAIN_MIN_LEN, TRAIN_MAX_LEN + 1, size=count)
     prompts = [rng.integers(3, 280, size=n, dtype=np.int64) for n in lengths]
     ids, plens, taps = [], [], []
     for n in range(TRAIN_MIN_LEN, TRAIN_MAX_LEN + 1):
@@ -118,40 +122,93 @@ def training_data(target):
     return torch.cat(ids), torch.cat(plens), torch.cat(taps)
 
 
-def train_forward(draft, target, taps, anchors_ids, a):
-    """The drafter the way dflash_generate calls it, with every context row new (a fresh cache is
-    the same as none): taps of positions [0, a), block [anchor, mask x3] at positions a..a+3.
-    Returns the draft logits of block rows 1..3: [B, BLOCK - 1, vocab]."""
-    b = taps.shape[0]
-    block = torch.full((b, BLOCK), MASK_ID, dtype=torch.long)
-    block[:, 0] = anchors_ids
-    noise = dfm._raw_input_embeddings(target, block)
-    position_ids = torch.arange(a + BLOCK)[None].expand(b, -1)
-    hidden = draft(target_hidden=taps, noise_embedding=noise, position_ids=position_ids,
-                   past_key_values=None, use_cache=False)[:, 1 - BLOCK:, :]
+def block_masks(anchors, ctx_len):
+    """Attention masks [1, 1, ctx_len + n*BLOCK queries' keys] for one drafter call that drafts a
+    block at each of the n anchors at once: block rows of anchor a see the context rows [0, a)
+    and their own block only, with the rule dflash.model._attention_mask applies to a single
+    block at a (causal and sliding window measured in positions, or neither). Keyed by
+    (is_causal, sliding_window). Also returns the position ids: context 0..ctx_len-1, then
+    a..a+BLOCK-1 per anchor."""
+    rows = torch.arange(BLOCK).repeat(len(anchors))
+    row_anchor = anchors.repeat_interleave(BLOCK)
+    pos = row_anchor + rows
+    ctx = torch.arange(ctx_len)[None, :] < row_anchor[:, None]
+    own = row_anchor[:, None] == row_anchor[None, :]
+    masks = {}
+    for causal, window in [(True, WINDOW), (False, None)]:
+        c, b = ctx.clone(), own.clone()
+        if causal:
+            b &= rows[None, :] <= rows[:, None]
+        if window is not None:
+            c &= pos[:, None] - torch.arange(ctx_len)[None, :] < window
+            b &= rows[:, None] - rows[None, :] < window
+        masks[(causal, window)] = torch.cat([c, b], dim=1)[None, None]
+    return masks, torch.cat([torch.arange(ctx_len), pos])
+
+
+def multi_block_logits(draft, target, taps, ids, anchors):
+    """DFlash's training form: every sequence's taps are the context, and a block [token a,
+    mask x (BLOCK-1)] is drafted at each anchor a, all in one call (per-layer masks injected as
+    attention_mask, see block_masks). Equals, block by block, dflash_generate's drafter call at
+    start a with the taps [0, a) (checked in main). Returns logits [B, n, BLOCK-1, vocab] of
+    block rows 1..BLOCK-1."""
+    b, n = taps.shape[0], len(anchors)
+    masks, pos = block_masks(anchors, taps.shape[1])
+    block = torch.full((b, n, BLOCK), MASK_ID, dtype=torch.long)
+    block[:, :, 0] = ids[:, anchors]
+    noise = dfm._raw_input_embeddings(target, block.view(b, n * BLOCK))
+    hooks = []
+    for layer in draft.layers:
+        attn = layer.self_attn
+        mask = masks[(attn.is_causal, attn.sliding_window)]
+
+        def inject(module, args, kwargs, mask=mask):
+            assert kwargs.get("attention_mask") is None
+            kwargs["attention_mask"] = mask
+            return args, kwargs
+        hooks.append(attn.register_forward_pre_hook(inject, with_kwargs=True))
+    try:
+        hidden = draft(target_hidden=taps, noise_embedding=noise,
+                       position_ids=pos[None].expand(b, -1), past_key_values=None, use_cache=False)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    hidden = hidden.view(b, n, BLOCK, -1)[:, :, 1:]
     return draft.compute_logits(hidden, dfm._output_head(target))
+
+
+def block_labels(ids, plens):
+    """Labels [N, n, BLOCK-1]: the token at a+r for block row r, -100 where a+r is still in
+    the prompt (only the target's greedy tokens are labels)."""
+    label_pos = ANCHORS[None, :, None] + torch.arange(1, BLOCK)[None, None, :]
+    labels = ids[:, label_pos[0]]
+    return torch.where(label_pos >= plens[:, None, None], labels, -100)
 
 
 def train(draft, target, ids, plens, taps):
     rng = np.random.default_rng(ORDER_SEED)
+    labels = block_labels(ids, plens)
+    weights = torch.exp(-torch.arange(BLOCK - 1, dtype=torch.float32) / ROW_DECAY)
     opt = torch.optim.Adam(draft.parameters(), lr=LR)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, TRAIN_STEPS, eta_min=MIN_LR)
     draft.train()
-    window, losses = [], []
+    order, window, losses = [], [], []
     for step in range(TRAIN_STEPS):
-        a = int(rng.integers(MIN_ANCHOR, SEQ_LEN - BLOCK + 1))
-        # Only anchors whose labels a+1.. are the target's greedy continuation.
-        eligible = np.nonzero((plens - 1 <= a).numpy())[0]
-        pick = torch.from_numpy(rng.choice(eligible, size=min(BATCH, len(eligible)), replace=False))
-        logits = train_forward(draft, target, taps[pick, :a], ids[pick, a], a)
-        labels = ids[pick, a + 1:a + BLOCK]
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        if len(order) < BATCH:
+            order = list(rng.permutation(len(ids)))
+        pick, order = torch.tensor(order[:BATCH]), order[BATCH:]
+        logits = multi_block_logits(draft, target, taps[pick], ids[pick], ANCHORS)
+        lab = labels[pick]
+        valid = (lab != -100).float() * weights
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1).clamp_min(0),
+                             reduction="none").view(lab.shape)
+        loss = (ce * valid).sum() / valid.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
         opt.step()
         sched.step()
-        window.append(float(loss))
+        window.append(float(loss.detach()))
         if (step + 1) % 250 == 0:
             losses.append(sum(window) / len(window))
             print(f"  step {step + 1:5}: loss {losses[-1]:.4f}", flush=True)
@@ -161,16 +218,15 @@ def train(draft, target, ids, plens, taps):
 
 
 @torch.no_grad()
-def train_accuracy(draft, target, ids, plens, taps):
-    """Per-row argmax accuracy of the drafts over all greedy-labelled anchors in the data."""
-    hits, total = torch.zeros(BLOCK - 1), 0
-    for a in range(MIN_ANCHOR, SEQ_LEN - BLOCK + 1):
-        sel = torch.from_numpy(np.nonzero((plens - 1 <= a).numpy())[0])
-        if len(sel) == 0:
-            continue
-        logits = train_forward(draft, target, taps[sel, :a], ids[sel, a], a)
-        hits += (logits.argmax(-1) == ids[sel, a + 1:a + BLOCK]).float().sum(0)
-        total += len(sel)
+def row_accuracy(draft, target, ids, plens, taps):
+    """Argmax accuracy of block rows 1..BLOCK-1 over every labelled anchor of the sequences."""
+    labels = block_labels(ids, plens)
+    hits, total = torch.zeros(BLOCK - 1), torch.zeros(BLOCK - 1)
+    for i in range(0, len(ids), 64):
+        logits = multi_block_logits(draft, target, taps[i:i + 64], ids[i:i + 64], ANCHORS)
+        lab = labels[i:i + 64]
+        hits += ((logits.argmax(-1) == lab) & (lab != -100)).sum((0, 1))
+        total += (lab != -100).sum((0, 1))
     return (hits / total).tolist()
 
 
@@ -213,8 +269,9 @@ def recorded_dflash(draft, target, prompt):
     return result, steps
 
 
-def eval_prompt(draft, target, p, seed):
-    """dflash_generate on one random prompt; returns (tensors, info) or (None, reason)."""
+def eval_prompt(draft, target, seed):
+    """dflash_generate on one random prompt, checked step by step; returns (tensors, info), or
+    (None, reason) where a margin is too small."""
     rng = np.random.default_rng(seed)
     prompt = torch.from_numpy(rng.integers(3, 280, size=PROMPT_LEN, dtype=np.int64))
     greedy, target_margin = target_greedy(target, prompt, NEW_TOKENS)
@@ -227,9 +284,8 @@ def eval_prompt(draft, target, p, seed):
     assert output[PROMPT_LEN:].tolist() == greedy, "DFlash greedy is not lossless"
     assert len(steps) == len(acceptance) and sum(acceptance) == NEW_TOKENS - 1
 
-    tensors = {f"p{p}.prompt": prompt, f"p{p}.output": output,
-               f"p{p}.acceptance_lengths": torch.tensor(acceptance),
-               f"p{p}.num_steps": torch.tensor([len(steps)])}
+    tensors = {"prompt": prompt, "output": output, "acceptance_lengths": torch.tensor(acceptance),
+               "num_steps": torch.tensor([len(steps)])}
     start, history, draft_margin = PROMPT_LEN, [], float("inf")
     for s, rec in enumerate(steps):
         v, n = rec["block"].shape[0], rec["ctx_taps"].shape[0]
@@ -238,23 +294,25 @@ def eval_prompt(draft, target, p, seed):
         assert torch.equal(rec["position_ids"], torch.arange(start - n, start + v))
         assert rec["cache_len"] == start - n, "drafter cache should hold exactly the earlier ctx rows"
         drafts = torch.argmax(rec["draft_logits"], dim=-1)
-        # Accepted drafts are the target's greedy tokens; the first miss is not.
+        # Accepted drafts are the target's greedy tokens and the first miss is not, except that
+        # dflash caps the last step's count at the tokens left (max_length - 1 - start).
         acc = acceptance[s] - 1
         assert torch.equal(drafts[:acc], output[start + 1:start + 1 + acc])
-        if acc < v - 1 and start + 1 + acc < output.shape[0]:
+        capped = start + acceptance[s] == PROMPT_LEN + NEW_TOKENS - 1
+        if acc < v - 1 and not capped:
             assert int(drafts[acc]) != int(output[start + 1 + acc])
         draft_margin = min(draft_margin, top2_margin(rec["draft_logits"]))
         history.append(rec["ctx_taps"])
         fresh = draft_logits(draft, target, torch.cat(history), rec["block"], 0)
         torch.testing.assert_close(fresh, rec["draft_logits"], rtol=1e-4, atol=1e-4)
-        tensors[f"p{p}.step{s}.start"] = torch.tensor([start])
-        tensors[f"p{p}.step{s}.drafts"] = drafts
+        tensors[f"step{s}.start"] = torch.tensor([start])
+        tensors[f"step{s}.drafts"] = drafts
         start += acceptance[s]
     assert start == PROMPT_LEN + NEW_TOKENS - 1
     if draft_margin < MIN_DRAFT_MARGIN:
         return None, f"draft argmax margin {draft_margin:.5f}"
-    info = dict(seed=seed, acceptance=acceptance, target_margin=target_margin,
-                draft_margin=draft_margin)
+    info = dict(seed=seed, acceptance=acceptance, mean=(NEW_TOKENS - 1) / len(acceptance),
+                target_margin=target_margin, draft_margin=draft_margin, prompt=prompt)
     return tensors, info
 
 
@@ -272,25 +330,30 @@ def main():
     t0 = time.time()
 
     target = load_target(os.path.join(out_dir, "target"))
-    ids, plens, taps = training_data(target)
+    ids, plens, taps = greedy_data(target, DATA_SEED, NUM_TRAIN)
+    held = greedy_data(target, HELDOUT_SEED, NUM_HELDOUT)
     print(f"training data: {ids.shape[0]} sequences of {SEQ_LEN} ids, taps {tuple(taps.shape)}, "
-          f"{time.time() - t0:.1f} s")
+          f"{len(ANCHORS)} anchors each, {time.time() - t0:.1f} s")
 
     torch.manual_seed(INIT_SEED)
     draft = dfm.DFlashDraftModel(draft_config(SLIDING_TYPES)).float()
     check_draft(draft, SLIDING_TYPES)
-    # The batched, cache-free training call equals dflash's cached one (draft_logits) row by row.
+    # The many-block training call equals dflash's own drafter call (draft_logits: cached form
+    # on a fresh cache, positions 0..a+BLOCK-1) block by block.
     with torch.no_grad():
-        a, sel = 20, torch.arange(3)
-        batched = train_forward(draft, target, taps[sel, :a], ids[sel, a], a)
-        for i in range(len(sel)):
-            block = torch.tensor([int(ids[i, a])] + [MASK_ID] * (BLOCK - 1))
-            torch.testing.assert_close(batched[i], draft_logits(draft, target, taps[i, :a], block, 0),
-                                       rtol=1e-5, atol=1e-5)
+        many = multi_block_logits(draft, target, taps[:2], ids[:2], ANCHORS)
+        for i in range(2):
+            for k, a in enumerate(ANCHORS.tolist()):
+                block = torch.tensor([int(ids[i, a])] + [MASK_ID] * (BLOCK - 1))
+                torch.testing.assert_close(many[i, k], draft_logits(draft, target, taps[i, :a], block, 0),
+                                           rtol=1e-5, atol=1e-5)
     final_loss = train(draft, target, ids, plens, taps)
-    accuracy = train_accuracy(draft, target, ids, plens, taps)
-    print(f"final training loss {final_loss:.4f}, train argmax accuracy per block row "
-          + ", ".join(f"{x:.3f}" for x in accuracy) + f", {time.time() - t0:.1f} s")
+    train_acc = row_accuracy(draft, target, ids[:NUM_HELDOUT], plens[:NUM_HELDOUT],
+                             taps[:NUM_HELDOUT])
+    held_acc = row_accuracy(draft, target, *held)
+    print(f"final training loss {final_loss:.4f}; argmax accuracy of block rows 1..{BLOCK - 1}: "
+          f"train {', '.join(f'{x:.3f}' for x in train_acc)}, held-out "
+          f"{', '.join(f'{x:.3f}' for x in held_acc)}; {time.time() - t0:.1f} s")
 
     folder = os.path.join(out_dir, "trained")
     draft.config.dtype = "float32"
@@ -302,25 +365,40 @@ def main():
     for (name, x), (_, y) in zip(draft.state_dict().items(), loaded.state_dict().items()):
         assert x.dtype == torch.float32 and torch.equal(x, y), name
 
-    tensors, infos = {}, []
-    for p in range(NUM_PROMPTS):
-        for k in range(MAX_PROMPT_TRIES):
-            seed = EVAL_SEED + 1000 * p + k
-            found, info = eval_prompt(loaded, target, p, seed)
-            if found is not None:
+    # Held-out prompts: seeds EVAL_SEED, EVAL_SEED+1, ... in order; the first NUM_PROMPTS whose
+    # margins pass and whose own mean acceptance is >= MIN_MEAN_ACCEPTANCE are kept.
+    train_prompts = {tuple(ids[i, :PROMPT_LEN].tolist()) for i in range(len(ids))
+                     if plens[i] == PROMPT_LEN}
+    chosen, means, skipped = [], [], {}
+    for k in range(MAX_PROMPT_TRIES):
+        found, info = eval_prompt(loaded, target, EVAL_SEED + k)
+        if found is None:
+            reason = info.split(" margin")[0]
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        means.append(info["mean"])
+        if info["mean"] >= MIN_MEAN_ACCEPTANCE:
+            assert tuple(info["prompt"].tolist()) not in train_prompts
+            chosen.append((found, info))
+            if len(chosen) == NUM_PROMPTS:
                 break
-            print(f"prompt {p} seed {seed}: {info}; next seed")
-        else:
-            sys.exit(f"no seed for prompt {p} satisfies the margin checks")
-        tensors.update(found)
-        infos.append(info)
-    steps = sum(len(i["acceptance"]) for i in infos)
-    mean = NUM_PROMPTS * (NEW_TOKENS - 1) / steps
-    for p, info in enumerate(infos):
+    else:
+        sys.exit(f"only {len(chosen)} of {MAX_PROMPT_TRIES} prompts pass")
+    means = np.array(means)
+    print(f"scanned {k + 1} prompts: skipped for a small margin {skipped}; mean acceptance of "
+          f"the other {len(means)}: average {means.mean():.3f}, median {np.median(means):.3f}, "
+          f"max {means.max():.3f}, {int((means >= MIN_MEAN_ACCEPTANCE).sum())} >= "
+          f"{MIN_MEAN_ACCEPTANCE}")
+    tensors = {}
+    for p, (found, info) in enumerate(chosen):
+        tensors.update({f"p{p}.{name}": v for name, v in found.items()})
         acc = info["acceptance"]
         print(f"prompt {p} (seed {info['seed']}): {len(acc)} steps, acceptance {acc}, "
-              f"mean {sum(acc) / len(acc):.3f}, target margin {info['target_margin']:.4f}, "
+              f"mean {info['mean']:.3f}, target margin {info['target_margin']:.4f}, "
               f"draft margin {info['draft_margin']:.4f}")
+    infos = [info for _, info in chosen]
+    steps = sum(len(i["acceptance"]) for i in infos)
+    mean = NUM_PROMPTS * (NEW_TOKENS - 1) / steps
     print(f"mean acceptance length {mean:.3f} over {steps} steps (max {BLOCK})")
     assert mean >= MIN_MEAN_ACCEPTANCE, f"mean acceptance {mean:.3f} < {MIN_MEAN_ACCEPTANCE}"
 

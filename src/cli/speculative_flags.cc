@@ -80,6 +80,14 @@ std::string speculation_summary(const EngineStats& s) {
     }
     out += " (accepted at position i / drafts)\n";
   }
+  if (!s.spec_time_by_part.empty()) {
+    out += "proposer time:";
+    for (const auto& [part, value] : s.spec_time_by_part) {
+      std::snprintf(line, sizeof line, part == "blocks" ? " %s %.0f" : " %s %.3f s", part.c_str(), value);
+      out += line;
+    }
+    out += "\n";
+  }
   return out;
 }
 

@@ -157,7 +157,7 @@ std::unique_ptr<spec::Proposer> make_proposer(const spec::SpeculativeConfig& c, 
     if (c.model.empty())
       fail("--speculative-config method dflash needs \"model\": the drafter folder (or --dflash with a model folder ",
            "that carries dflash2/ or dflash/)");
-    return std::make_unique<spec::dflash::DFlashProposer>(target, c.model);
+    return std::make_unique<spec::dflash::DFlashProposer>(target, c.model, c.quantization == "q8_0");
   }
   if (c.method == "ngram") return std::make_unique<spec::NgramProposer>(spec::NgramOptions{c.prompt_lookup_min, c.prompt_lookup_max});
   if (c.method == "suffix") {
@@ -717,6 +717,7 @@ bool Engine::step() {
     s.spec_accepted_tokens += m.spec_delta.spec_accepted_tokens;
     for (size_t p = 0; p < s.spec_accepted_per_pos.size(); ++p) s.spec_accepted_per_pos[p] += m.spec_delta.spec_accepted_per_pos[p];
     if (m.controller) s.spec_mean_k = m.controller->mean_k();
+    if (m.proposer) s.spec_time_by_part = m.proposer->time_by_part();
   }
   return !plan.empty() || !incoming.empty() || !aborts.empty();
 }

@@ -123,6 +123,7 @@ struct EngineStats {
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   std::array<int64_t, spec::kMaxDraftTokens> spec_accepted_per_pos{};
   double spec_mean_k = 0;
+  std::vector<std::pair<std::string, double>> spec_time_by_part;  // Proposer::time_by_part()
 };
 
 class Scheduler;

@@ -327,6 +327,24 @@ void Linear::prepare_matmul(const Checkpoint& c) {
   }
 }
 
+bool Linear::requantize_q8_0() {
+  if (format != LinearFormat::Plain || packed || cols % 32 != 0 || !packing_enabled() ||
+      !kernels::PackedMatrix::supports(DType::Q8_0) ||
+      (weight->dtype != DType::F32 && weight->dtype != DType::F16 && weight->dtype != DType::BF16))
+    return false;
+  const size_t row_bytes = static_cast<size_t>(cols / 32) * sizeof(kernels::BlockQ8_0);
+  std::vector<uint8_t> q(static_cast<size_t>(rows) * row_bytes);
+  std::vector<float> row(static_cast<size_t>(cols));
+  const size_t in_row = weight->nbytes / static_cast<size_t>(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    kernels::dequantize_row(weight->dtype, weight->data + static_cast<size_t>(r) * in_row, row.data(), cols);
+    kernels::ref::quantize_weight_row_q8_0(row.data(), reinterpret_cast<kernels::BlockQ8_0*>(&q[static_cast<size_t>(r) * row_bytes]), cols);
+  }
+  const TensorView view{name, DType::Q8_0, {rows, cols}, q.data(), q.size()};
+  packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::pack(view));
+  return true;
+}
+
 bool Linear::packing_enabled() {
   static const bool enabled = [] {
     const char* env = std::getenv("ZEN_PACKED_WEIGHTS");

@@ -89,6 +89,10 @@ struct Linear {
   // Packs the weight for matmul if its format has a packed form and it is not packed yet (a
   // tied lm_head bound as the embedding's Rows). The checkpoint must be the one bound from.
   void prepare_matmul(const Checkpoint& ckpt);
+  // A plain F32 / F16 / BF16 matrix requantized to Q8_0 (ggml's weight rounding) and packed for
+  // the int8 kernels, where the CPU has them: for drafters, whose exactness only moves
+  // acceptance, never output. False (nothing changed) when not applicable.
+  bool requantize_q8_0();
 
   // Whether bind() rewrites supported block formats into the row-interleaved layout (default:
   // on where kernels::PackedMatrix::available(); ZEN_PACKED_WEIGHTS=0 turns it off, for A/B

@@ -61,6 +61,10 @@ SpeculativeConfig SpeculativeConfig::parse(std::string_view text) {
       c.suffix_max_spec_factor = real(v, key, 0, 64);
     } else if (key == "suffix_decoding_min_token_prob") {
       c.suffix_min_token_prob = real(v, key, 0, 1);
+    } else if (key == "quantization") {
+      if (!v.is_string() || (v != "q8_0" && v != "none"))
+        fail("--speculative-config: \"quantization\" must be \"q8_0\" or \"none\"");
+      c.quantization = v == "none" ? "" : v.get<std::string>();
     } else if (key == "rejection_sample_method") {
       if (!v.is_string() || (v != "standard" && v != "synthetic"))
         fail("--speculative-config: \"rejection_sample_method\" must be \"standard\" or \"synthetic\"");
@@ -73,7 +77,7 @@ SpeculativeConfig SpeculativeConfig::parse(std::string_view text) {
       fail("--speculative-config: unknown key \"", key,
            "\" (known: method, model, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, adaptive, "
            "suffix_decoding_max_tree_depth, suffix_decoding_max_cached_tokens, suffix_decoding_max_spec_factor, "
-           "suffix_decoding_min_token_prob, rejection_sample_method, synthetic_acceptance_rates)");
+           "suffix_decoding_min_token_prob, quantization, rejection_sample_method, synthetic_acceptance_rates)");
     }
   }
   c.validate();
@@ -92,6 +96,8 @@ void SpeculativeConfig::validate() const {
   if (int64_t{suffix_max_tree_depth} * suffix_max_cached_tokens > (int64_t{1} << 27))
     fail("--speculative-config: suffix_decoding_max_tree_depth x suffix_decoding_max_cached_tokens may be at most 2^27 (",
          "2 GiB of trie), got ", suffix_max_tree_depth, " x ", suffix_max_cached_tokens);
+  if (!quantization.empty() && method != "dflash")
+    fail("--speculative-config: \"quantization\" is only for method dflash, not ", method);
   if ((rejection_sample_method == "synthetic") != !synthetic_acceptance_rates.empty())
     fail("--speculative-config: \"rejection_sample_method\": \"synthetic\" and \"synthetic_acceptance_rates\" go together");
   for (size_t i = 1; i < synthetic_acceptance_rates.size(); ++i)
@@ -107,6 +113,7 @@ std::string SpeculativeConfig::describe() const {
   s << "Speculative decoding: " << method << ", k up to " << k() << (adaptive ? ", adaptive" : ", fixed");
   if (method == "ngram") s << ", n-gram " << prompt_lookup_min << ".." << prompt_lookup_max;
   if (method == "draft_model" || method == "dflash") s << ", draft " << model;
+  if (!quantization.empty()) s << " (requantized to " << quantization << ")";
   if (!synthetic_acceptance_rates.empty()) {
     s << ", SYNTHETIC acceptance (benchmarking only, output is not the model's):";
     for (double r : synthetic_acceptance_rates) s << " " << r;

@@ -21,6 +21,9 @@ struct SpeculativeConfig {
   double suffix_max_spec_factor = 1.0;
   double suffix_min_token_prob = 0.1;
 
+  // dflash: "q8_0" requantizes the drafter's matrices to Q8_0 for the int8 kernels (faster
+  // blocks, slightly different drafts; output stays exact); "": as stored.
+  std::string quantization;
   // vLLM's benchmarking mode: "synthetic" accepts drafts by chance at these rates (rates[i]:
   // drafts 0..i all accepted; non-increasing) instead of by the target. Output is not the model's.
   std::string rejection_sample_method = "standard";  // standard | synthetic

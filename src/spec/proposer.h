@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sampling/sampler.h"
@@ -69,6 +70,9 @@ class Proposer {
   virtual size_t kv_bytes_per_token() const { return 0; }
   // The target's pool once sized: the proposer allocates its own for as many tokens.
   virtual void reserve_kv_blocks(int64_t blocks, int64_t block_size) { (void)blocks, (void)block_size; }
+  // Where the proposer's time went since start, by part (seconds; e.g. DFlash: draft layers,
+  // the borrowed output head, context K/V), for reports; empty when it keeps no account.
+  virtual std::vector<std::pair<std::string, double>> time_by_part() const { return {}; }
   // Seconds one propose() call costs for `seqs` sequences drafting `k` tokens each, as the
   // proposer measured it (0: negligible, e.g. lookups); the controller adds it to a step.
   virtual double cost_seconds(int64_t seqs, int32_t k) const {

@@ -127,12 +127,20 @@ int64_t DrafterConfig::kv_bytes_sliding() const {
   return bytes;
 }
 
-std::unique_ptr<Drafter> Drafter::load(const std::string& folder, Model& target) {
+std::unique_ptr<Drafter> Drafter::load(const std::string& folder, Model& target, bool q8_0) {
   auto ckpt = Checkpoint::open(folder);
   if (ckpt->hf_config().is_null()) fail(folder, ": a DFlash drafter is a folder with config.json and safetensors");
   DrafterConfig cfg = DrafterConfig::from_json(ckpt->hf_config());
   cfg.check_fits(target.config());
-  return std::unique_ptr<Drafter>(new Drafter(std::move(ckpt), std::move(cfg), target));
+  auto d = std::unique_ptr<Drafter>(new Drafter(std::move(ckpt), std::move(cfg), target));
+  if (q8_0) {
+    d->fc_.requantize_q8_0();
+    d->selector_proj_.requantize_q8_0();
+    for (Layer& L : d->layers_)
+      for (Linear* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down, &L.attn_kernel, &L.mlp_kernel})
+        if (m->valid()) m->requantize_q8_0();
+  }
+  return d;
 }
 
 Drafter::Drafter(std::unique_ptr<Checkpoint> ckpt, DrafterConfig cfg, Model& target)
@@ -420,10 +428,10 @@ void Drafter::draft(std::span<const BlockJob> jobs, float* logits, Timing* timin
              [&](const float* x, float* out) { attention(static_cast<int>(l), jobs, x, n, out); });
     sublayer(L.ffn_norm, L.mlp_kernel, L.mlp_base, [&](const float* x, float* out) { mlp(L, x, n, out); });
   }
-  // Rows 1 .. B - 1 of each block, packed.
+  // Rows 1 .. drafts() of each block, packed.
   int64_t out = 0, r = 0;
   for (const BlockJob& job : jobs) {
-    for (size_t t = 1; t < job.block.size(); ++t) kernels::rmsnorm(&h[(r + static_cast<int64_t>(t)) * H], final_norm_.data(), eps, H, &xn[out++ * H]);
+    for (int64_t t = 1; t <= job.drafts(); ++t) kernels::rmsnorm(&h[(r + t) * H], final_norm_.data(), eps, H, &xn[out++ * H]);
     r += static_cast<int64_t>(job.block.size());
   }
   const int64_t V = d.vocab_size;

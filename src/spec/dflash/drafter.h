@@ -17,6 +17,7 @@
 //   unary + sum_r pred[previous token, r] x proj(hidden)[r] x succ[candidate, r]
 // along the path from the anchor (greedy: the best; sampled: softmax(scores / T)).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -84,12 +85,18 @@ struct ContextView {
 struct BlockJob {
   ContextView context;
   std::span<const int32_t> block;
+  // Drafted rows wanted through the output head: rows 1 .. wanted (0: all block.size() - 1).
+  // Every row still runs through the layers (full layers see the whole block), but the head,
+  // a third of a block's cost at a 150k vocabulary, runs only where a draft will be verified.
+  int64_t wanted = 0;
+  int64_t drafts() const { return wanted > 0 ? std::min<int64_t>(wanted, static_cast<int64_t>(block.size()) - 1) : static_cast<int64_t>(block.size()) - 1; }
 };
 
 class Drafter {
  public:
   // Loads a drafter folder (config.json + safetensors) strictly, for this target.
-  static std::unique_ptr<Drafter> load(const std::string& folder, Model& target);
+  // q8_0: requantize its matrices to Q8_0 for the int8 kernels (Linear::requantize_q8_0).
+  static std::unique_ptr<Drafter> load(const std::string& folder, Model& target, bool q8_0 = false);
 
   const DrafterConfig& config() const { return cfg_; }
   // Context K/V of n positions of any sequences: taps [n, tap_width()] (ForwardBatch::taps
@@ -106,7 +113,7 @@ class Drafter {
   // [anchor, mask ...]; logits: [block.size() - 1, vocab], one row per drafted position.
   void draft(const DraftContext& ctx, std::span<const int32_t> block, float* logits) const;
   // Several sequences' blocks in one forward (their rows batched through every matmul):
-  // logits [sum of (block.size() - 1), vocab], the jobs' rows in order.
+  // logits [sum of drafts(), vocab], the jobs' rows in order.
   // timing (optional): seconds in the draft layers (embedding included) and the output head.
   struct Timing {
     double layers = 0, head = 0;

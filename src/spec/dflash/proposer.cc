@@ -15,8 +15,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 }  // namespace
 
-DFlashProposer::DFlashProposer(Model& target, const std::string& folder)
-    : DFlashProposer(target, Drafter::load(folder, target)) {}
+DFlashProposer::DFlashProposer(Model& target, const std::string& folder, bool q8_0)
+    : DFlashProposer(target, Drafter::load(folder, target, q8_0)) {}
 
 DFlashProposer::DFlashProposer(Model& target, std::unique_ptr<Drafter> drafter)
     : target_(target), drafter_(std::move(drafter)) {}
@@ -51,7 +51,7 @@ void DFlashProposer::commit(std::span<const CommittedRows> rows, const float* ta
       for (int l = 0; l < static_cast<int>(k_.size()); ++l)
         store_->store(l, r.kv_blocks, r.pos + t, &k_[static_cast<size_t>(l)][i * static_cast<size_t>(kv_dim)],
                       &v_[static_cast<size_t>(l)][i * static_cast<size_t>(kv_dim)]);
-  timing_.context = seconds_since(t0);
+  context_seconds_ += seconds_since(t0);
 }
 
 void DFlashProposer::propose(std::span<DraftSlot> slots) {
@@ -72,25 +72,29 @@ void DFlashProposer::propose(std::span<DraftSlot> slots) {
     std::vector<int32_t>& block = blocks_[jobs_.size()];
     block.assign(static_cast<size_t>(B), c.mask_token_id);
     block[0] = s.tokens.back();
-    jobs_.push_back(BlockJob{ContextView{.length = length, .pool = store_.get(), .blocks = s.kv_blocks}, block});
+    jobs_.push_back(BlockJob{ContextView{.length = length, .pool = store_.get(), .blocks = s.kv_blocks}, block, s.max_tokens});
     job_slot_.push_back(i);
   }
   if (jobs_.empty()) return;
-  logits_.resize(jobs_.size() * static_cast<size_t>((B - 1) * V));
-  if (c.v2()) hidden_.resize(jobs_.size() * static_cast<size_t>((B - 1) * c.decoder.hidden_size));
+  int64_t rows = 0;
+  for (const BlockJob& job : jobs_) rows += job.drafts();
+  logits_.resize(static_cast<size_t>(rows * V));
+  if (c.v2()) hidden_.resize(static_cast<size_t>(rows * c.decoder.hidden_size));
   const auto t0 = Clock::now();
   Drafter::Timing t;
   drafter_->draft(jobs_, logits_.data(), &t, c.v2() ? hidden_.data() : nullptr);
   const double spent = seconds_since(t0);
-  timing_.layers = t.layers;
-  timing_.head = t.head;
-  double& avg = block_seconds_[static_cast<int64_t>(jobs_.size())];
-  avg = avg == 0 ? spent : avg + 0.25 * (spent - avg);
-  for (size_t j = 0; j < jobs_.size(); ++j) {
+  head_seconds_ += t.head;
+  layer_seconds_ += spent - t.head;  // the selector, if any, runs below and is not counted
+  blocks_drafted_ += static_cast<int64_t>(jobs_.size());
+  auto average = [](double& avg, double x) { avg = avg == 0 ? x : avg + 0.25 * (x - avg); };
+  average(block_seconds_[static_cast<int64_t>(jobs_.size())], spent - t.head);
+  average(head_seconds_per_row_, t.head / static_cast<double>(rows));
+  size_t row0 = 0;  // the job's first logits row
+  for (size_t j = 0; j < jobs_.size(); row0 += static_cast<size_t>(jobs_[j].drafts()), ++j) {
     DraftSlot& s = slots[job_slot_[j]];
-    const int64_t k = std::min<int64_t>(s.max_tokens, B - 1);
+    const int64_t k = jobs_[j].drafts();
     if (!is_greedy_request(s.sampling)) s.q.assign(static_cast<size_t>(k * V), 0.0f);
-    const size_t row0 = j * static_cast<size_t>(B - 1);
     if (c.v2()) {
       select(s, &hidden_[row0 * static_cast<size_t>(c.decoder.hidden_size)], &logits_[row0 * static_cast<size_t>(V)], k);
       continue;
@@ -126,23 +130,29 @@ void DFlashProposer::select(DraftSlot& s, const float* hidden, const float* logi
   s.draft = drafter_->select(hidden, logits, k, s.tokens.back(), choose);
 }
 
+std::vector<std::pair<std::string, double>> DFlashProposer::time_by_part() const {
+  return {{"draft layers", layer_seconds_}, {"output head rows", head_seconds_}, {"context K/V", context_seconds_},
+          {"blocks", static_cast<double>(blocks_drafted_)}};
+}
+
 void DFlashProposer::finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) {
   (void)tokens, (void)prompt_len;
   samplers_.erase(seq_id);
 }
 
-// One block forward, whatever k: interpolated between measured sequence counts (proportional
-// below the smallest, flat above the largest: an overestimate could stop drafting for good).
+// The block's layers, whatever k (interpolated between measured sequence counts, proportional
+// below the smallest, flat above the largest: an overestimate could stop drafting for good),
+// plus the output head for seqs x k rows.
 double DFlashProposer::cost_seconds(int64_t seqs, int32_t k) const {
-  (void)k;
   if (block_seconds_.empty() || seqs <= 0) return 0;
+  const double head = head_seconds_per_row_ * static_cast<double>(seqs * k);
   const auto hi = block_seconds_.lower_bound(seqs);
-  if (hi == block_seconds_.end()) return block_seconds_.rbegin()->second;
-  if (hi->first == seqs) return hi->second;
-  if (hi == block_seconds_.begin()) return hi->second * static_cast<double>(seqs) / static_cast<double>(hi->first);
+  if (hi == block_seconds_.end()) return block_seconds_.rbegin()->second + head;
+  if (hi->first == seqs) return hi->second + head;
+  if (hi == block_seconds_.begin()) return hi->second * static_cast<double>(seqs) / static_cast<double>(hi->first) + head;
   const auto lo = std::prev(hi);
   const double f = static_cast<double>(seqs - lo->first) / static_cast<double>(hi->first - lo->first);
-  return lo->second + f * (hi->second - lo->second);
+  return lo->second + f * (hi->second - lo->second) + head;
 }
 
 }  // namespace zen::spec::dflash

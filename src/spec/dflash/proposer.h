@@ -16,7 +16,8 @@
 // so a narrower one would draft differently); the first max_tokens of its B - 1 drafts are
 // returned, drawn as draft_sampling.h says (sampled requests get q); a DFlash 2 drafter's
 // selector walks the block's positions from the anchor instead (q: its softmax over candidates). A block costs the same
-// whatever k is taken from it: cost_seconds is measured per number of sequences.
+// whatever k is taken from it, but the output head runs only for the k rows that will be
+// verified: cost_seconds = the layers (measured per number of sequences) + k head rows each.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -35,7 +36,7 @@ namespace zen::spec::dflash {
 
 class DFlashProposer : public Proposer {
  public:
-  DFlashProposer(Model& target, const std::string& folder);
+  DFlashProposer(Model& target, const std::string& folder, bool q8_0 = false);
   DFlashProposer(Model& target, std::unique_ptr<Drafter> drafter);
 
   const Drafter& drafter() const { return *drafter_; }
@@ -48,12 +49,9 @@ class DFlashProposer : public Proposer {
   void finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) override;
   double cost_seconds(int64_t seqs, int32_t k) const override;
 
-  // Introspection (tests, the cost report): seconds of the last propose() split into draft
-  // layers and the borrowed output head, and of the last commit() (context K/V).
-  struct Timing {
-    double layers = 0, head = 0, context = 0;
-  };
-  const Timing& last_timing() const { return timing_; }
+  // Seconds since start in the draft layers (embedding, convolutions and selector included),
+  // the borrowed output head's rows, and the context K/V of committed rows; blocks drafted.
+  std::vector<std::pair<std::string, double>> time_by_part() const override;
 
  private:
   // DFlash 2: fills s.draft (and q) with the selector's path over k positions.
@@ -63,8 +61,10 @@ class DFlashProposer : public Proposer {
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<KvPool> store_;  // [draft layer] K/V per target block (see above)
   std::unordered_map<uint64_t, DraftSampler> samplers_;  // sampled requests' draft streams
-  std::map<int64_t, double> block_seconds_;  // moving average by sequences per call
-  Timing timing_;
+  std::map<int64_t, double> block_seconds_;  // layers: moving average by sequences per call
+  double head_seconds_per_row_ = 0;          // the output head, per drafted row (moving average)
+  double layer_seconds_ = 0, head_seconds_ = 0, context_seconds_ = 0;
+  int64_t blocks_drafted_ = 0;
 
   // Per-call scratch, reused.
   std::vector<BlockJob> jobs_;
