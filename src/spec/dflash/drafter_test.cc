@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/mmap.h"
 #include "io/safetensors.h"
+#include "kernels/cpu/packed.h"
 
 namespace zen::spec::dflash {
 namespace {
@@ -246,6 +247,40 @@ TEST(DFlashV2, EveryBlockAndSelectedPathMatchTheReference) {
     for (size_t i = 0; i < argmax.size(); ++i) differs_from_argmax += argmax[i] != path[i];
   }
   EXPECT_GT(differs_from_argmax, 10);  // the selector is seen
+}
+
+}  // namespace
+}  // namespace zen::spec::dflash
+
+
+namespace zen::spec::dflash {
+namespace {
+
+// quantization q8_0: the drafter's matrices requantized for the int8 kernels draft nearly the
+// same logits (not the same: the requantization is real).
+TEST(DFlashQ8, RequantizedDrafterDraftsNearlyTheSame) {
+  if (!kernels::PackedMatrix::available() || !kernels::PackedMatrix::supports(DType::Q8_0))
+    GTEST_SKIP() << "no int8 kernels on this CPU";
+  auto target = Model::load((kDir / "target").string(), {.n_threads = 2, .load_tokenizer = false});
+  const SafetensorsFile ref((kDir / "v1.reference.safetensors").string());
+  auto exact = Drafter::load((kDir / "v1").string(), *target);
+  auto q8 = Drafter::load((kDir / "v1").string(), *target, /*q8_0=*/true);
+  std::vector<int64_t> shape;
+  const auto taps = tensor<float>(ref, "step0.ctx_taps", &shape);
+  DraftContext a, b;
+  exact->extend(a, taps.data(), shape[0]);
+  q8->extend(b, taps.data(), shape[0]);
+  const auto block = tensor<int32_t>(ref, "step0.block");
+  std::vector<float> la(3 * 288), lb(la.size());
+  exact->draft(a, block, la.data());
+  q8->draft(b, block, lb.data());
+  float worst = 0, scale = 0;
+  for (size_t i = 0; i < la.size(); ++i) {
+    worst = std::max(worst, std::abs(la[i] - lb[i]));
+    scale = std::max(scale, std::abs(la[i]));
+  }
+  EXPECT_GT(worst, 0.0f);
+  EXPECT_LT(worst, 0.1f * scale) << "largest logit " << scale;
 }
 
 }  // namespace
