@@ -415,3 +415,62 @@ TEST_F(DFlashEngine, SyntheticAcceptanceFollowsTheRates) {
 
 }  // namespace
 }  // namespace zen::spec::dflash
+
+namespace zen::spec::dflash {
+namespace {
+
+// A drafter trained on the target's own greedy outputs (tools/make_dflash_trained_fixture.py):
+// its drafts are mostly right, so acceptance is what is checked: zen's accepted length per
+// verification (--spec-trace) equals the reference dflash_generate's acceptance_lengths step
+// for step, and its drafts are the reference's.
+TEST_F(DFlashEngine, ATrainedDrafterIsAcceptedStepForStepAsInTheReference) {
+  const SafetensorsFile ref((kDir / "trained.reference.safetensors").string());
+  int64_t accepted_total = 0, steps_total = 0;
+  for (int p = 0; p < 3; ++p) {
+    SCOPED_TRACE("prompt " + std::to_string(p));
+    const std::string pre = "p" + std::to_string(p) + ".";
+    const auto prompt = ints(ref, pre + "prompt");
+    const auto output = ints(ref, pre + "output");
+    const auto acceptance = ints(ref, pre + "acceptance_lengths");
+    const fs::path trace = fs::path(::testing::TempDir()) / "dflash_trained_trace.jsonl";
+    EngineOptions o = test::pool_of(*target_, 64, 64);
+    o.spec_trace_path = trace.string();
+    o.speculative.method = "dflash";
+    o.speculative.model = (kDir / "trained").string();
+    o.speculative.adaptive = false;
+    std::vector<Outcome> got;
+    {
+      Engine engine(*target_, o);
+      got = test::run_all(engine, {prompt}, test::greedy(static_cast<int64_t>(output.size() - prompt.size())));
+    }
+    EXPECT_EQ(got[0].tokens, std::vector<int32_t>(output.begin() + static_cast<ptrdiff_t>(prompt.size()), output.end()));
+    std::ifstream in(trace);
+    std::string line;
+    size_t s = 0;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      const int drafted = j["drafted"].get<int>();
+      if (drafted == 0) continue;  // the prompt's own token
+      ASSERT_LT(s, acceptance.size());
+      const std::string step = pre + "step" + std::to_string(s) + ".";
+      EXPECT_EQ(j["pos"].get<int64_t>(), ints(ref, step + "start")[0] + 1) << "step " << s;
+      // max_tokens leaves the engine fewer drafts at the end than the reference's block.
+      EXPECT_EQ(j["accepted"].get<int32_t>() + 1, std::min(acceptance[s], drafted + 1)) << "step " << s;
+      const auto want = ints(ref, step + "drafts");
+      const auto drafts = j["draft"].get<std::vector<int32_t>>();
+      EXPECT_EQ(drafts, std::vector<int32_t>(want.begin(), want.begin() + std::min(want.size(), drafts.size()))) << "step " << s;
+      accepted_total += j["accepted"].get<int32_t>();
+      ++s;
+    }
+    // A reference step anchored at the last position but one has room for no draft in the
+    // engine (max_tokens): that token comes from a plain decode.
+    const auto last_start = static_cast<size_t>(ints(ref, pre + "step" + std::to_string(acceptance.size() - 1) + ".start")[0]);
+    EXPECT_EQ(s, acceptance.size() - (last_start + 2 == output.size() ? 1 : 0));
+    steps_total += static_cast<int64_t>(s);
+    fs::remove(trace);
+  }
+  EXPECT_GT(accepted_total, steps_total);  // more than one accepted draft per step on average
+}
+
+}  // namespace
+}  // namespace zen::spec::dflash
