@@ -15,9 +15,10 @@
 // [tokens.back(), mask x (B - 1)], always the trained width B (full layers see the whole block,
 // so a narrower one would draft differently); the first max_tokens of its B - 1 drafts are
 // returned, drawn as draft_sampling.h says (sampled requests get q); a DFlash 2 drafter's
-// selector walks the block's positions from the anchor instead (q: its softmax over candidates). A block costs the same
-// whatever k is taken from it, but the output head runs only for the k rows that will be
-// verified: cost_seconds = the layers (measured per number of sequences) + k head rows each.
+// selector walks the block's positions from the anchor instead (q: its softmax over its
+// candidates). The layers cost the same whatever k is taken from a block, but the output head
+// runs only for the k rows that will be verified: cost_seconds = the layers (measured per
+// number of sequences) + k head rows each.
 #pragma once
 #include <cstdint>
 #include <map>
