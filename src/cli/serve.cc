@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -155,14 +156,17 @@ int serve_command(int argc, char** argv) {
   server.bind();
   engine.start();
   if (!weights->verified) hash_weights_in_background(path, weights);
+  // Joined before engine and server go out of scope: detached, it could still be inside
+  // server.stop() when run() returned and main destroyed the server (a crash at exit).
+  std::atomic<bool> run_ended{false};
   std::thread signal_waiter([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
+    if (run_ended) return;  // woken by main below: the server stopped on its own
     std::fprintf(stderr, "zen serve: signal %d, shutting down\n", sig);
     engine.stop();  // requests in flight finish with "abort", so their streams end
     server.stop();
   });
-  signal_waiter.detach();
 
   const std::string url = "http://" + (so.host == "0.0.0.0" ? std::string("127.0.0.1") : so.host) + ":" + std::to_string(server.port());
   std::printf("model: %s (served as \"%s\")\n%s\ncontext window: %" PRId64 " tokens; reasoning parser: %s; tool-call parser: %s\n",
@@ -175,6 +179,9 @@ int serve_command(int argc, char** argv) {
               so.model_name.c_str());
   std::fflush(stdout);
   server.run();
+  run_ended = true;
+  pthread_kill(signal_waiter.native_handle(), SIGTERM);  // no effect once it has returned
+  signal_waiter.join();
   engine.stop();
   return 0;
 }
