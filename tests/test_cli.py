@@ -397,4 +397,4 @@ def test_dflash_flag_finds_the_bundled_drafter(tmp_path):
     assert r.returncode != 0 and "give one of --speculative-config, --draft-model, --dflash and --mtp" in r.stderr
     r = zen(*bench, "--speculative-config", '{"method": "dflash", "model": "%s", "num_speculative_tokens": 5}'
             % (fixtures / "v1"))
-    assert r.returncode != 0 and "num_speculative_tokens 5 exceeds what the DFlash drafter drafts per block (3)" in r.stderr
+    assert r.returncode != 0 and "num_speculative_tokens 5 exceeds what the dflash proposer drafts per step (3)" in r.stderr

@@ -269,13 +269,11 @@ Engine::Engine(Model& model, const EngineOptions& options) : model_(model), opti
          " GiB are available");
   std::unique_ptr<spec::Proposer> proposer = make_proposer(options_.speculative, model, options_);
   const size_t draft_bytes = proposer ? proposer->kv_bytes_per_token() : 0;
-  if (auto* dflash = dynamic_cast<spec::dflash::DFlashProposer*>(proposer.get())) {
-    // k: the drafter drafts block_size - 1 tokens per block.
-    const auto block = static_cast<int32_t>(std::min<int64_t>(dflash->drafter().config().block_size - 1, spec::kMaxDraftTokens));
-    if (options_.speculative.num_speculative_tokens > block)
-      fail("--speculative-config: num_speculative_tokens ", options_.speculative.num_speculative_tokens,
-           " exceeds what the DFlash drafter drafts per block (", block, ")");
-    if (options_.speculative.num_speculative_tokens == 0) options_.speculative.num_speculative_tokens = block;
+  if (const int32_t most = proposer ? proposer->max_draft_tokens() : 0; most > 0) {
+    if (options_.speculative.num_speculative_tokens > most)
+      fail("--speculative-config: num_speculative_tokens ", options_.speculative.num_speculative_tokens, " exceeds what the ",
+           proposer->name(), " proposer drafts per step (", most, ")");
+    if (options_.speculative.num_speculative_tokens == 0) options_.speculative.num_speculative_tokens = most;
   }
   impl_ = std::make_unique<Impl>(model, options_, std::move(proposer), draft_bytes);
   const int64_t longest = impl_->blocks.num_blocks() * options_.block_size;

@@ -196,11 +196,7 @@ void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
 }
 
 void DenseModel::embed_rows(std::span<const int32_t> ids, float* out) const {
-  const int64_t H = cfg_.hidden_size;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= cfg_.vocab_size) fail("embed_rows: token id ", ids[i], " outside the vocabulary");
-    w_.embed.dequantize_row(ids[i], out + static_cast<int64_t>(i) * H);
-  }
+  embedding_rows(w_.embed, cfg_.vocab_size, cfg_.hidden_size, ids, out);
 }
 
 void DenseModel::output_head(const float* hidden, int64_t rows, float* logits) {

@@ -276,11 +276,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
 }
 
 void HybridModel::embed_rows(std::span<const int32_t> ids, float* out) const {
-  const int64_t H = cfg_.hidden_size;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= cfg_.vocab_size) fail("embed_rows: token id ", ids[i], " outside the vocabulary");
-    embed_.dequantize_row(ids[i], out + static_cast<int64_t>(i) * H);
-  }
+  embedding_rows(embed_, cfg_.vocab_size, cfg_.hidden_size, ids, out);
 }
 
 void HybridModel::output_head(const float* hidden, int64_t rows, float* logits) { lm_head_.matmul(hidden, rows, logits, pool_); }

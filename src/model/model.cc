@@ -7,6 +7,7 @@
 #include "base/mmap.h"
 #include "model/dense.h"
 #include "model/hybrid.h"
+#include "model/linear.h"
 
 namespace zen {
 
@@ -73,6 +74,13 @@ void check_tap_layers(const ForwardBatch& batch, int64_t num_layers) {
   if (batch.taps != nullptr)
     for (int32_t l : batch.tap_layers)
       if (l < 0 || l >= num_layers) fail("forward: tap layer ", l, " of ", num_layers);
+}
+
+void embedding_rows(const Linear& table, int64_t vocab, int64_t H, std::span<const int32_t> ids, float* out) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) fail("embed_rows: token id ", ids[i], " outside the vocabulary");
+    table.dequantize_row(ids[i], out + static_cast<int64_t>(i) * H);
+  }
 }
 
 void capture_taps(const ForwardBatch& batch, int64_t layer, const float* x, int64_t n, int64_t H) {

@@ -14,6 +14,8 @@
 
 namespace zen {
 
+struct Linear;
+
 class ThreadPool;
 
 // One sequence's share of a batched forward.
@@ -50,6 +52,9 @@ struct ForwardBatch {
 int64_t logit_rows(const ForwardBatch& batch);
 // Throws unless every tap layer is one of num_layers.
 void check_tap_layers(const ForwardBatch& batch, int64_t num_layers);
+// Rows of an embedding table [vocab, H] for ids (embed_rows of both model kinds); throws for
+// ids outside the vocabulary.
+void embedding_rows(const Linear& table, int64_t vocab, int64_t H, std::span<const int32_t> ids, float* out);
 // After layer `layer`: copies the residual stream x [n, H] into batch.taps where tapped.
 void capture_taps(const ForwardBatch& batch, int64_t layer, const float* x, int64_t n, int64_t H);
 

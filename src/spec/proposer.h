@@ -70,6 +70,9 @@ class Proposer {
   virtual size_t kv_bytes_per_token() const { return 0; }
   // The target's pool once sized: the proposer allocates its own for as many tokens.
   virtual void reserve_kv_blocks(int64_t blocks, int64_t block_size) { (void)blocks, (void)block_size; }
+  // The most drafts one propose() can return per sequence (a DFlash block's B - 1); 0: no limit
+  // of its own. num_speculative_tokens defaults to it and may not exceed it.
+  virtual int32_t max_draft_tokens() const { return 0; }
   // Where the proposer's time went since start, by part (seconds; e.g. DFlash: draft layers,
   // the borrowed output head, context K/V), for reports; empty when it keeps no account.
   virtual std::vector<std::pair<std::string, double>> time_by_part() const { return {}; }

@@ -13,27 +13,15 @@
 #include "base/error.h"
 #include "base/mmap.h"
 #include "io/safetensors.h"
+#include "spec/dflash/reference_test_util.h"
 #include "kernels/cpu/packed.h"
 
 namespace zen::spec::dflash {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kDir = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/dflash";
-
-template <typename T>
-std::vector<T> tensor(const SafetensorsFile& f, const std::string& name, std::vector<int64_t>* shape = nullptr) {
-  for (const TensorView& t : f.tensors())
-    if (t.name == name) {
-      ZEN_CHECK(t.nbytes == static_cast<size_t>(t.numel()) * sizeof(T), name);
-      std::vector<T> out(static_cast<size_t>(t.numel()));
-      std::memcpy(out.data(), t.data, t.nbytes);
-      if (shape != nullptr) *shape = t.shape;
-      return out;
-    }
-  ADD_FAILURE() << "reference lacks " << name;
-  return {};
-}
+using test_reference::kDir;
+using test_reference::tensor;
 
 class DFlashV1 : public ::testing::Test {
  protected:

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "spec/controller.h"
 #include "spec/dflash/drafter.h"
 #include "spec/draft_sampling.h"
 #include "spec/proposer.h"
@@ -42,6 +43,9 @@ class DFlashProposer : public Proposer {
 
   const Drafter& drafter() const { return *drafter_; }
   std::string_view name() const override { return "dflash"; }
+  int32_t max_draft_tokens() const override {
+    return static_cast<int32_t>(std::min<int64_t>(drafter_->config().block_size - 1, kMaxDraftTokens));
+  }
   std::span<const int32_t> tap_layers() const override { return drafter_->config().target_layer_ids; }
   void commit(std::span<const CommittedRows> rows, const float* taps) override;
   size_t kv_bytes_per_token() const override;  // every draft layer's K and V, f32

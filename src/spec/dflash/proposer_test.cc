@@ -17,24 +17,16 @@
 #include "base/error.h"
 #include "engine/engine_test_util.h"
 #include "io/safetensors.h"
+#include "spec/dflash/reference_test_util.h"
 
 namespace zen::spec::dflash {
 namespace {
 
 namespace fs = std::filesystem;
 using test::Outcome;
-const fs::path kDir = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/dflash";
+using test_reference::kDir;
 
-std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) {
-  for (const TensorView& t : f.tensors())
-    if (t.name == name) {
-      std::vector<int32_t> out(static_cast<size_t>(t.numel()));
-      std::memcpy(out.data(), t.data, t.nbytes);
-      return out;
-    }
-  ADD_FAILURE() << "reference lacks " << name;
-  return {};
-}
+std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) { return test_reference::tensor<int32_t>(f, name); }
 
 // What a proposer was asked and answered: per sequence (by prompt), the drafts proposed at
 // each context length.
