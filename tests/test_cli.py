@@ -374,6 +374,25 @@ def test_inspect_mtp_head_status(tmp_path):
     assert "mtp.layers.0.self_attn.q_proj.weight: MTP head unavailable: mtp.fc.weight is missing" in r.stdout
 
 
+def test_mtp_flag_drafts_with_the_checkpoints_head(tmp_path):
+    """--mtp drafts with the checkpoint's own MTP head (its KV in the start-up table, its time
+    in the summary); a checkpoint without mtp.fc.weight is refused naming it."""
+    src = ROOT / "tests" / "fixtures" / "models" / "qwen3_5_text_f32"
+    bench = ["bench", "--concurrency", "1", "--workloads", "w:6:8", "--repeats", "1", "--no-prefix-table",
+             "--json", tmp_path / "bench.json"]
+    r = zen(*bench, "--model", src, "--mtp", check=True)
+    assert "Speculative decoding: mtp, k up to 3, adaptive" in r.stdout, r.stdout
+    assert "KV cost of the drafter" in r.stdout
+    tensors = read_safetensors(src / "model.safetensors")
+    del tensors["mtp.fc.weight"]
+    stripped = tmp_path / "stripped"
+    stripped.mkdir()
+    (stripped / "config.json").write_text((src / "config.json").read_text())
+    write_safetensors(stripped / "model.safetensors", tensors)
+    r = zen(*bench, "--model", stripped, "--mtp")
+    assert r.returncode != 0 and "MTP head (mtp.fc.weight): unavailable (missing mtp.fc.weight)" in r.stderr, r.stderr
+
+
 def test_dflash_flag_finds_the_bundled_drafter(tmp_path):
     """Bare --dflash takes the model folder's dflash2/, else dflash/ (Zen6 ships dflash2/), and says
     which; a folder without one, or two speculation flags, is a named error."""

@@ -20,6 +20,7 @@
 #include "model/hybrid.h"
 #include "spec/dflash/proposer.h"
 #include "spec/draft_model.h"
+#include "spec/mtp.h"
 #include "spec/ngram.h"
 #include "spec/suffix.h"
 #include "spec/verifier.h"
@@ -144,15 +145,7 @@ std::unique_ptr<spec::Proposer> make_proposer(const spec::SpeculativeConfig& c, 
     return std::make_unique<spec::DraftModelProposer>(
         target, spec::DraftModelOptions{.path = c.model, .n_threads = target.pool().size(), .shared_pool = &target.pool(),
                                         .kv_dtype = o.kv_dtype, .block_size = o.block_size});
-  if (c.method == "mtp") {
-    const auto* hybrid = dynamic_cast<const HybridModel*>(&target);
-    if (hybrid == nullptr || !hybrid->mtp_available())
-      fail("--speculative-config method mtp: this checkpoint has no usable MTP head (",
-           hybrid ? hybrid->mtp_status() : std::string("not a hybrid Qwen3.5/3.6/Next model, so no mtp.fc.weight"),
-           ")");
-    fail("--speculative-config method mtp: the MTP proposer is not implemented yet (the head loads: ", hybrid->mtp_status(),
-         "); use ngram, suffix or draft_model");
-  }
+  if (c.method == "mtp") return std::make_unique<spec::MtpProposer>(target);
   if (c.method == "dflash") {
     if (c.model.empty())
       fail("--speculative-config method dflash needs \"model\": the drafter folder (or --dflash with a model folder ",
@@ -599,7 +592,7 @@ bool Engine::step() {
     const bool taps = m.proposer && !m.proposer->tap_layers().empty();
     auto commit_rows = [&](const Sequence& seq, size_t i, int64_t from) {
       if (taps && seq.computed > from)
-        committed.push_back({seq.id, seq.blocks, from, m.runner.first_token(i), seq.computed - from});
+        committed.push_back({seq.id, seq.blocks, seq.tokens, from, m.runner.first_token(i), seq.computed - from});
     };
     for (size_t i = 0; i < plan.size(); ++i) {
       Sequence& seq = *plan[i].seq;

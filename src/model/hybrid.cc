@@ -273,6 +273,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
   }
   lm_head_.matmul(xn_.data(), rows, logits, pool_);
   last_rows_ = rows;
+  mtp_rows_ = 0;
 }
 
 void HybridModel::embed_rows(std::span<const int32_t> ids, float* out) const {
@@ -311,8 +312,15 @@ void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, fl
     const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
     kernels::rmsnorm(&x_[t * H], mtp_.norm.data(), eps, H, &xn_[r * H]);
   }
-  lm_head_.matmul(xn_.data(), rows, logits, pool_);
+  if (logits != nullptr) lm_head_.matmul(xn_.data(), rows, logits, pool_);
   last_rows_ = 0;  // xn_ no longer holds the target's hidden states
+  mtp_rows_ = rows;
+}
+
+void HybridModel::final_norm_rows(const float* x, int64_t n, float* out) const {
+  const int64_t H = cfg_.hidden_size;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(x + t * H, final_norm_.data(), eps, H, out + t * H);
 }
 
 void HybridModel::linear_block(const HybridLayer& L, const ForwardBatch& batch) {

@@ -86,9 +86,18 @@ class HybridModel final : public Model {
   ModelConfig mtp_kv_config() const;
   // batch.seqs[s].tokens: the next tokens t_{i+1}; .pos: position i of the first hidden row;
   // batch.kv: a pool built from mtp_kv_config(). hidden: [batch tokens, H] final-normed target
-  // hidden states in batch order. logits: [logit_rows(batch), vocab]. Throws naming the
+  // hidden states in batch order. logits: [logit_rows(batch), vocab], or null to skip the
+  // output head (a proposer then runs output_head on the rows it needs). Throws naming the
   // missing tensor when the head is unavailable.
   void mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits);
+  // The last mtp_forward's logit rows before the output head, norm(x): [logit rows, H]; also
+  // the hidden state a further MTP step takes. Valid until the next forward.
+  std::span<const float> mtp_hidden() const {
+    return {xn_.data(), static_cast<size_t>(mtp_rows_ * cfg_.hidden_size)};
+  }
+  // The final norm the output head's input gets: out [n, H] = norm(x [n, H]) (a residual stream
+  // tapped after the last layer becomes the final_hidden() row of that token).
+  void final_norm_rows(const float* x, int64_t n, float* out) const;
 
  private:
   // A zero-centred RMSNorm gain as applied: 1 + w (HF), or as stored (GGUF: folded).
@@ -120,6 +129,7 @@ class HybridModel final : public Model {
   bool complete_ = false;
   GdnMode gdn_mode_ = GdnMode::Auto;
   int64_t last_rows_ = 0;
+  int64_t mtp_rows_ = 0;  // logit rows of the last mtp_forward (mtp_hidden)
   // Activation scratch, grown on demand.
   int64_t cap_tokens_ = 0;
   std::vector<float> x_, xn_, qg_, q_, k_, v_, attn_, gate_, tmp_;  // [n, ...] (gate_: the attention gate)

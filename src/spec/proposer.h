@@ -36,6 +36,9 @@ struct DraftSlot {
 struct CommittedRows {
   uint64_t seq_id = 0;
   std::span<const int32_t> kv_blocks;  // the sequence's block table in the target's cache
+  // The sequence's tokens at commit (prompt + output): the token after the last row, pos + n,
+  // is among them (the next prompt token, or the one just sampled), which MTP needs.
+  std::span<const int32_t> tokens;
   int64_t pos = 0, row = 0, n = 0;
 };
 

@@ -18,6 +18,7 @@
 #include "engine/engine_test_util.h"
 #include "io/safetensors.h"
 #include "spec/dflash/reference_test_util.h"
+#include "spec/logged_proposer_test_util.h"
 
 namespace zen::spec::dflash {
 namespace {
@@ -28,34 +29,8 @@ using test_reference::kDir;
 
 std::vector<int32_t> ints(const SafetensorsFile& f, const std::string& name) { return test_reference::tensor<int32_t>(f, name); }
 
-// What a proposer was asked and answered: per sequence (by prompt), the drafts proposed at
-// each context length.
-struct DraftLog {
-  std::map<uint64_t, std::map<size_t, std::vector<int32_t>>> by_seq;
-};
-
-// Forwards everything to a DFlashProposer and logs its drafts.
-class Logged : public Proposer {
- public:
-  Logged(std::unique_ptr<DFlashProposer> inner, DraftLog* log) : inner_(std::move(inner)), log_(log) {}
-  std::string_view name() const override { return inner_->name(); }
-  std::span<const int32_t> tap_layers() const override { return inner_->tap_layers(); }
-  void commit(std::span<const CommittedRows> rows, const float* taps) override { inner_->commit(rows, taps); }
-  size_t kv_bytes_per_token() const override { return inner_->kv_bytes_per_token(); }
-  void reserve_kv_blocks(int64_t blocks, int64_t block_size) override { inner_->reserve_kv_blocks(blocks, block_size); }
-  double cost_seconds(int64_t seqs, int32_t k) const override { return inner_->cost_seconds(seqs, k); }
-  void finish(uint64_t id, std::span<const int32_t> tokens, int64_t prompt_len) override {
-    inner_->finish(id, tokens, prompt_len);
-  }
-  void propose(std::span<DraftSlot> slots) override {
-    inner_->propose(slots);
-    for (const DraftSlot& s : slots) log_->by_seq[s.seq_id][s.tokens.size()] = s.draft;
-  }
-
- private:
-  std::unique_ptr<DFlashProposer> inner_;
-  DraftLog* log_;
-};
+using test::DraftLog;
+using Logged = test::LoggedProposer;
 
 spec::ControllerOptions fixed_k(int32_t k) { return {.adaptive = false, .num_speculative_tokens = k}; }
 
