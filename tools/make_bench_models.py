@@ -14,6 +14,9 @@ vocab), written by the `gguf` package; the BF16 master is then quantized by llam
   models/bench/qwen35-0.8b-{bf16,q4_k_m,q8_0}.gguf   Qwen3.5-0.8B's hybrid shape (arch "qwen35":
       18 Gated DeltaNet + 6 gated-attention layers) with the Qwen3 vocabulary (151,936 rows, not
       Qwen3.5's 248,320): GGUF and llama.cpp quantization only
+  models/bench/qwen35-0.8b-mtp-{bf16,q4_k_m,q8_0}.gguf   the same with Qwen3.5's MTP head as
+      llama.cpp's converter writes it (qwen35.nextn_predict_layers = 1, blk.24: a gated
+      full-attention layer plus nextn.eh_proj / enorm / hnorm / shared_head_norm), for --mtp
 
 `--quants nvfp4 fp8` also writes HF checkpoint folders in NVIDIA ModelOpt's layouts from the SAME
 BF16 master (same weights; llama.cpp names mapped back to HF names), quantized here in numpy with
@@ -65,6 +68,7 @@ SHAPES = {
     "0.8b": dict(arch="qwen35", hidden=1024, layers=24, heads=8, kv_heads=2, head_dim=256, ffn=3584, vocab=151936,
                  k_heads=16, v_heads=16, k_dim=128, v_dim=128, conv=4, interval=4),
 }
+SHAPES["0.8b-mtp"] = dict(SHAPES["0.8b"], mtp=1)
 CONTEXT_LENGTH = 40960
 ROPE_THETA = 1_000_000.0
 RMS_EPS = 1e-6
@@ -77,10 +81,13 @@ def tensor_plan(s):
     h, hd = s["hidden"], s["head_dim"]
     plan = [("token_embd.weight", (s["vocab"], h), "matrix")]
     hybrid = s["arch"] == "qwen35"
-    for i in range(s["layers"]):
+    for i in range(s["layers"] + s.get("mtp", 0)):
         b = f"blk.{i}."
         plan.append((b + "attn_norm.weight", (h,), "norm"))
-        if hybrid and (i + 1) % s["interval"] != 0:  # Gated DeltaNet
+        if i >= s["layers"]:  # the MTP (nextn) block: a full-attention layer plus its own parts
+            plan += [(b + "nextn.eh_proj.weight", (h, 2 * h), "matrix")]
+            plan += [(b + f"nextn.{n}.weight", (h,), "norm") for n in ("enorm", "hnorm", "shared_head_norm")]
+        if hybrid and i < s["layers"] and (i + 1) % s["interval"] != 0:  # Gated DeltaNet
             kd, vd, hv = s["k_heads"] * s["k_dim"], s["v_heads"] * s["v_dim"], s["v_heads"]
             plan += [
                 (b + "attn_qkv.weight", (2 * kd + vd, h), "matrix"),
@@ -155,7 +162,7 @@ def write_master(path, size, seed):
     w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16)
     w.add_context_length(CONTEXT_LENGTH)
     w.add_embedding_length(s["hidden"])
-    w.add_block_count(s["layers"])
+    w.add_block_count(s["layers"] + s.get("mtp", 0))
     w.add_feed_forward_length(s["ffn"])
     w.add_head_count(s["heads"])
     w.add_head_count_kv(s["kv_heads"])
@@ -173,6 +180,8 @@ def write_master(path, size, seed):
         w.add_uint32("qwen35.ssm.time_step_rank", s["v_heads"])
         w.add_uint32("qwen35.ssm.inner_size", s["v_heads"] * s["v_dim"])
         w.add_uint32("qwen35.full_attention_interval", s["interval"])
+        if s.get("mtp"):
+            w.add_uint32("qwen35.nextn_predict_layers", s["mtp"])
 
     tokens, types, merges, ids, chat_template = qwen3_vocab(s["vocab"])
     w.add_tokenizer_model("gpt2")
@@ -212,10 +221,10 @@ def write_master(path, size, seed):
     w.close()
 
 
-def quantize(master, out, ftype):
+def quantize(master, out, quant):
     import llama_cpp
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = ftype
+    params.ftype = {"q4_k_m": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M, "q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0}[quant]
     params.nthread = 2
     rc = llama_cpp.llama_model_quantize(str(master).encode(), str(out).encode(), ctypes.byref(params))
     if rc != 0:
@@ -568,13 +577,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     ap.add_argument("--out", default=str(ROOT / "models/bench"))
-    ap.add_argument("--quants", nargs="+", default=["q4_k_m", "q8_0"], choices=["q4_k_m", "q8_0", *MODELOPT_ALGOS])
+    ap.add_argument("--quants", nargs="*", default=["q4_k_m", "q8_0"], choices=["q4_k_m", "q8_0", *MODELOPT_ALGOS])
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--force", action="store_true", help="rewrite files that exist")
     args = ap.parse_args()
 
-    import llama_cpp
-    ftypes = {"q4_k_m": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M, "q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0}
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     for size in args.sizes:
@@ -608,7 +615,7 @@ def main():
             out = out_dir / f"{stem}-{q}.gguf"
             if args.force or not out.exists():
                 t = time.perf_counter()
-                quantize(master, out, ftypes[q])
+                quantize(master, out, q)
                 print(f"wrote {out} ({out.stat().st_size / 1e9:.2f} GB) in {time.perf_counter() - t:.0f} s",
                       flush=True)
 
