@@ -83,7 +83,7 @@ std::string speculation_summary(const EngineStats& s) {
   if (!s.spec_time_by_part.empty()) {
     out += "proposer time:";
     for (const auto& [part, value] : s.spec_time_by_part) {
-      std::snprintf(line, sizeof line, part == "blocks" ? " %s %.0f" : " %s %.3f s", part.c_str(), value);
+      std::snprintf(line, sizeof line, part == "blocks" || part == "calls" ? " %s %.0f" : " %s %.3f s", part.c_str(), value);
       out += line;
     }
     out += "\n";

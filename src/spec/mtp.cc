@@ -146,6 +146,7 @@ void MtpProposer::propose(std::span<DraftSlot> slots) {
     work_.push_back(std::move(w));
   }
   if (work_.empty()) return;
+  ++calls_;
   try {
     // Step 1: catch up the pending rows; each slot's last output is draft 1's head input.
     std::vector<SeqState*> states;
@@ -251,7 +252,7 @@ double MtpProposer::catch_up_seconds(uint64_t seq_id, std::span<const int32_t> t
 }
 
 std::vector<std::pair<std::string, double>> MtpProposer::time_by_part() const {
-  return {{"head layer", layer_seconds_}, {"output head rows", head_seconds_}};
+  return {{"head layer", layer_seconds_}, {"output head rows", head_seconds_}, {"calls", static_cast<double>(calls_)}};
 }
 
 }  // namespace zen::spec

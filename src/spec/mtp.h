@@ -67,7 +67,8 @@ class MtpProposer : public Proposer {
   double cost_seconds(int64_t seqs, int32_t k) const override;
   // Pending rows beyond a step's usual few, at the measured per-row cost of a catch-up.
   double catch_up_seconds(uint64_t seq_id, std::span<const int32_t> tokens) const override;
-  // Seconds in the head's layer (catch-up and draft steps) and in the output head's rows.
+  // Seconds in the head's layer (catch-up and draft steps) and in the output head's rows; calls
+  // that drafted.
   std::vector<std::pair<std::string, double>> time_by_part() const override;
 
   // Introspection (tests).
@@ -108,6 +109,7 @@ class MtpProposer : public Proposer {
   std::map<int64_t, double> step_seconds_;
   double head_seconds_per_row_ = 0, catch_up_seconds_per_row_ = 0;
   double layer_seconds_ = 0, head_seconds_ = 0;
+  int64_t calls_ = 0;  // propose() calls that drafted
 
   // Per-call scratch, reused.
   std::vector<Work> work_;

@@ -1,22 +1,25 @@
 #!/usr/bin/env python3
-"""What a DFlash block costs on this machine, at chosen acceptance (synthetic acceptance).
+"""What a DFlash block or MTP drafting costs on this machine, at chosen acceptance (synthetic).
 
-No trained drafter for a model that runs here exists on PyPI, so this measures cost, not
-acceptance: the drafter runs for real (random weights of the published shape, from
-tools/make_dflash_bench_drafter.py) and the verifier accepts its drafts by chance at per-position
-rate a (vLLM's rejection_sample_method "synthetic", synthetic_acceptance_rates = a, a^2, ...).
-Output text is therefore not the model's; only the speed means anything.
+No trained drafter or MTP head for a model that runs here exists on PyPI, so this measures cost,
+not acceptance: the drafter (random weights of the published shape, from
+tools/make_dflash_bench_drafter.py) or the checkpoint's MTP head (random, from
+tools/make_bench_models.py --sizes 0.8b-mtp) runs for real and the verifier accepts its drafts by
+chance at per-position rate a (vLLM's rejection_sample_method "synthetic",
+synthetic_acceptance_rates = a, a^2, ...). Output text is therefore not the model's; only the
+speed means anything.
 
 Cells: no speculation, then for each a in --acceptance and each controller (adaptive, and fixed
 at --k) `zen bench` decode throughput at each --concurrency; one `zen run` per a at concurrency 1
-for the drafter's time by part (draft layers, output head rows, context K/V) and the target's
-forward times. Configs alternate within a repeat and repeats rotate the order (timings here are
+for the proposer's time by part per call (DFlash: draft layers, output head rows, context K/V;
+MTP: the head's layer, output head rows) and the target's forward times. Configs alternate within a repeat and repeats rotate the order (timings here are
 noisy); the table gives the median over repeats of each cell's decode tok/s over the baseline's
 of the same repeat and concurrency.
 
 Run (after tools/make_bench_models.py --sizes 0.8b --quants q4_k_m and the drafter):
-  .venv/bin/python bench/dflash_cost.py --model models/bench/qwen35-0.8b-q4_k_m.gguf \
+  .venv/bin/python bench/spec_cost.py --model models/bench/qwen35-0.8b-q4_k_m.gguf \
       --drafter models/bench/dflash-0.8b [--quantization q8_0] [--concurrency 1,4] [--repeats 2]
+  .venv/bin/python bench/spec_cost.py --method mtp --model models/bench/qwen35-0.8b-mtp-q4_k_m.gguf
 """
 import argparse
 import json
@@ -32,8 +35,10 @@ ZEN = ROOT / "build" / "zen"
 
 def spec_config(args, a, adaptive):
     rates = [round(a ** (i + 1), 6) for i in range(15)]
-    c = {"method": "dflash", "model": args.drafter, "adaptive": adaptive, "rejection_sample_method": "synthetic",
+    c = {"method": args.method, "adaptive": adaptive, "rejection_sample_method": "synthetic",
          "synthetic_acceptance_rates": rates}
+    if args.method == "dflash":
+        c["model"] = args.drafter
     if not adaptive:
         c["num_speculative_tokens"] = args.k
     if args.quantization:
@@ -59,14 +64,15 @@ def cost_split(args, a):
     line = next(l for l in r.stderr.splitlines() if l.startswith("proposer time:"))[len("proposer time:"):]
     parts = {k.strip(): v for k, v in re.findall(r"([a-zA-Z/ ]+?) ([0-9.]+)(?: s)?", line)}
     forward = next(l for l in r.stderr.splitlines() if l.startswith("forward time by tokens"))
-    blocks = float(parts.pop("blocks"))
-    return {k: 1000 * float(v) / blocks for k, v in parts.items()}, forward
+    calls = float(parts.pop("blocks", None) or parts.pop("calls"))
+    return {k: 1000 * float(v) / calls for k, v in parts.items()}, forward
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
-    ap.add_argument("--drafter", required=True)
+    ap.add_argument("--method", default="dflash", choices=["dflash", "mtp"])
+    ap.add_argument("--drafter", help="dflash: the drafter folder")
     ap.add_argument("--quantization", default="", help='"q8_0": requantize the drafter for the int8 kernels')
     ap.add_argument("--acceptance", default="0.2,0.5,0.8")
     ap.add_argument("--concurrency", default="1,4")
@@ -75,6 +81,8 @@ def main():
     ap.add_argument("--output-tokens", type=int, default=96)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
+    if args.method == "dflash" and not args.drafter:
+        ap.error("--method dflash needs --drafter")
     rates = [float(x) for x in args.acceptance.split(",")]
     configs = [("none", None)] + [(f"a={a} {'adaptive' if ad else f'k={args.k}'}", spec_config(args, a, ad))
                                   for a in rates for ad in (True, False)]
@@ -88,14 +96,15 @@ def main():
                 if label == "none":
                     ratios.setdefault(("none tok/s", c), []).append(v)
     levels = sorted({c for _, c in ratios})
-    print(f"model {args.model}, drafter {args.drafter}{' (q8_0)' if args.quantization else ''}, "
+    drafter = f"drafter {args.drafter}{' (q8_0)' if args.quantization else ''}" if args.method == "dflash" else "MTP head"
+    print(f"model {args.model}, {drafter}, "
           f"{args.repeats} repeats, decode tok/s over no speculation (median):")
     print(f"{'config':24}" + "".join(f"{'c' + str(c):>10}" for c in levels))
     for label in ["none tok/s"] + [l for l, _ in configs if l != "none"]:
         print(f"{label:24}" + "".join(f"{statistics.median(ratios[(label, c)]):10.2f}" for c in levels))
     for a in rates:
         split, forward = cost_split(args, a)
-        print(f"a={a}: draft block (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in split.items()) + f"; {forward}")
+        print(f"a={a}: per drafting call (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in split.items()) + f"; {forward}")
 
 
 if __name__ == "__main__":
