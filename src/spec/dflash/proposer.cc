@@ -29,29 +29,70 @@ void DFlashProposer::reserve_kv_blocks(int64_t blocks, int64_t block_size) {
   store_ = std::make_unique<KvPool>(drafter_->config().decoder, blocks, KvDType::F32, block_size);
 }
 
-// The context K/V of every committed row, projected in one batch and stored at the rows'
-// positions in their sequences' target blocks.
+int64_t DFlashProposer::pending_count(const Context& c) const {
+  return static_cast<int64_t>(c.taps.size()) / drafter_->config().tap_width();
+}
+
+int64_t DFlashProposer::pending_rows(uint64_t seq_id) const {
+  const auto it = contexts_.find(seq_id);
+  return it == contexts_.end() ? 0 : pending_count(it->second);
+}
+
+// Keeps the committed rows' taps as pending; a row at or before what is already kept
+// (recomputation after preemption) replaces it and what follows; a row past it (a prefix the
+// target found cached) starts over there. Sequences with too many pending rows project now.
 void DFlashProposer::commit(std::span<const CommittedRows> rows, const float* taps) {
   if (store_ == nullptr) fail("DFlash: commit() before reserve_kv_blocks()");
-  const auto t0 = Clock::now();
   const int64_t width = drafter_->config().tap_width();
+  std::vector<Context*> full;
+  std::vector<std::span<const int32_t>> full_blocks;
+  for (const CommittedRows& r : rows) {
+    Context& c = contexts_.try_emplace(r.seq_id, Context{.done = r.pos}).first->second;
+    const int64_t end = c.done + pending_count(c);
+    if (r.pos < c.done || r.pos > end) {
+      c.done = r.pos;
+      c.taps.clear();
+    } else {
+      c.taps.resize(static_cast<size_t>((r.pos - c.done) * width));
+    }
+    c.taps.insert(c.taps.end(), taps + r.row * width, taps + (r.row + r.n) * width);
+    if (pending_count(c) > kMaxPendingRows && std::find(full.begin(), full.end(), &c) == full.end()) {
+      full.push_back(&c);
+      full_blocks.push_back(r.kv_blocks);
+    }
+  }
+  if (!full.empty()) project(full, full_blocks);
+}
+
+// The context K/V of the pending rows, projected in one batch and stored at the rows'
+// positions in their sequences' target blocks.
+void DFlashProposer::project(std::span<Context* const> contexts, std::span<const std::span<const int32_t>> blocks) {
+  const auto t0 = Clock::now();
   taps_.clear();
   positions_.clear();
-  for (const CommittedRows& r : rows) {
-    taps_.insert(taps_.end(), taps + r.row * width, taps + (r.row + r.n) * width);
-    for (int64_t i = 0; i < r.n; ++i) positions_.push_back(r.pos + i);
+  for (const Context* c : contexts) {
+    taps_.insert(taps_.end(), c->taps.begin(), c->taps.end());
+    for (int64_t i = 0; i < pending_count(*c); ++i) positions_.push_back(c->done + i);
   }
   if (positions_.empty()) return;
   drafter_->context_kv(taps_.data(), positions_, k_, v_);
   const ModelConfig& d = drafter_->config().decoder;
   const int64_t kv_dim = d.num_kv_heads * d.head_dim;
   size_t i = 0;
-  for (const CommittedRows& r : rows)
-    for (int64_t t = 0; t < r.n; ++t, ++i)
+  for (size_t s = 0; s < contexts.size(); ++s) {
+    Context& c = *contexts[s];
+    for (int64_t t = 0; t < pending_count(c); ++t, ++i)
       for (int l = 0; l < static_cast<int>(k_.size()); ++l)
-        store_->store(l, r.kv_blocks, r.pos + t, &k_[static_cast<size_t>(l)][i * static_cast<size_t>(kv_dim)],
+        store_->store(l, blocks[s], c.done + t, &k_[static_cast<size_t>(l)][i * static_cast<size_t>(kv_dim)],
                       &v_[static_cast<size_t>(l)][i * static_cast<size_t>(kv_dim)]);
-  context_seconds_ += seconds_since(t0);
+    c.done += pending_count(c);
+    c.taps.clear();
+  }
+  const double spent = seconds_since(t0);
+  context_seconds_ += spent;
+  if (positions_.size() >= 32)
+    context_seconds_per_row_ = context_seconds_per_row_ == 0 ? spent / static_cast<double>(positions_.size())
+                                                             : context_seconds_per_row_ + 0.25 * (spent / static_cast<double>(positions_.size()) - context_seconds_per_row_);
 }
 
 void DFlashProposer::propose(std::span<DraftSlot> slots) {
@@ -60,6 +101,8 @@ void DFlashProposer::propose(std::span<DraftSlot> slots) {
   const int64_t B = c.block_size, V = target_.config().vocab_size;
   jobs_.clear();
   job_slot_.clear();
+  pending_.clear();
+  pending_blocks_.clear();
   blocks_.resize(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) {
     DraftSlot& s = slots[i];
@@ -69,6 +112,14 @@ void DFlashProposer::propose(std::span<DraftSlot> slots) {
     if (s.max_tokens <= 0 || length < 1) continue;
     if (static_cast<int64_t>(s.kv_blocks.size()) * store_->block_size() < length)
       fail("DFlash: sequence ", s.seq_id, " has ", length, " cached tokens but a block table of ", s.kv_blocks.size());
+    // Every context row must be known (a sequence whose rows the engine has not committed yet,
+    // e.g. mid-recomputation, drafts nothing); pending ones are projected below.
+    const auto ctx = contexts_.find(s.seq_id);
+    if (ctx == contexts_.end() || ctx->second.done + pending_count(ctx->second) != length) continue;
+    if (!ctx->second.taps.empty()) {
+      pending_.push_back(&ctx->second);
+      pending_blocks_.push_back(s.kv_blocks);
+    }
     std::vector<int32_t>& block = blocks_[jobs_.size()];
     block.assign(static_cast<size_t>(B), c.mask_token_id);
     block[0] = s.tokens.back();
@@ -76,6 +127,10 @@ void DFlashProposer::propose(std::span<DraftSlot> slots) {
     job_slot_.push_back(i);
   }
   if (jobs_.empty()) return;
+  const auto t_context = Clock::now();
+  project(pending_, pending_blocks_);
+  auto average = [](double& avg, double x) { avg = avg == 0 ? x : avg + 0.25 * (x - avg); };
+  average(context_seconds_per_seq_, seconds_since(t_context) / static_cast<double>(jobs_.size()));
   int64_t rows = 0;
   for (const BlockJob& job : jobs_) rows += job.drafts();
   logits_.resize(static_cast<size_t>(rows * V));
@@ -87,7 +142,6 @@ void DFlashProposer::propose(std::span<DraftSlot> slots) {
   head_seconds_ += t.head;
   layer_seconds_ += spent - t.head;  // the selector, if any, runs below and is not counted
   blocks_drafted_ += static_cast<int64_t>(jobs_.size());
-  auto average = [](double& avg, double x) { avg = avg == 0 ? x : avg + 0.25 * (x - avg); };
   average(block_seconds_[static_cast<int64_t>(jobs_.size())], spent - t.head);
   average(head_seconds_per_row_, t.head / static_cast<double>(rows));
   size_t row0 = 0;  // the job's first logits row
@@ -138,14 +192,21 @@ std::vector<std::pair<std::string, double>> DFlashProposer::time_by_part() const
 void DFlashProposer::finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) {
   (void)tokens, (void)prompt_len;
   samplers_.erase(seq_id);
+  contexts_.erase(seq_id);
+}
+
+double DFlashProposer::catch_up_seconds(uint64_t seq_id, std::span<const int32_t> tokens) const {
+  (void)tokens;
+  constexpr int64_t kUsualRows = 4;  // the decoded token and a few accepted drafts
+  return static_cast<double>(std::max<int64_t>(0, pending_rows(seq_id) - kUsualRows)) * context_seconds_per_row_;
 }
 
 // The block's layers, whatever k (interpolated between measured sequence counts, proportional
 // below the smallest, flat above the largest: an overestimate could stop drafting for good),
-// plus the output head for seqs x k rows.
+// plus the output head for seqs x k rows and the usual projection of each sequence's new rows.
 double DFlashProposer::cost_seconds(int64_t seqs, int32_t k) const {
   if (block_seconds_.empty() || seqs <= 0) return 0;
-  const double head = head_seconds_per_row_ * static_cast<double>(seqs * k);
+  const double head = (head_seconds_per_row_ * static_cast<double>(k) + context_seconds_per_seq_) * static_cast<double>(seqs);
   const auto hi = block_seconds_.lower_bound(seqs);
   if (hi == block_seconds_.end()) return block_seconds_.rbegin()->second + head;
   if (hi->first == seqs) return hi->second + head;

@@ -2,14 +2,20 @@
 // every sequence that asked (drafter.h).
 //
 // Context store. Each draft layer's context K/V live in a paged pool beside the target's KV,
-// indexed by the target's own block ids: a token's row is written once, when the target's
-// forward that computed it became final (commit(): prefill chunks, and a verification's last
-// token with its accepted drafts), into the block that holds the token's target KV. So the
-// draft context is exactly as long as the target's cache for every sequence, and whatever
-// shares or frees target blocks (prefix caching, preemption, abort) shares or frees the
-// draft's rows with them, at no cost of its own. Sliding layers read only their window, but
-// the store keeps every row, as the target's pool does: memory is bounded by the target's
-// pool, and counted with it (kv_bytes_per_token).
+// indexed by the target's own block ids: a token's row lives in the block that holds the
+// token's target KV. So whatever shares or frees target blocks (prefix caching, preemption,
+// abort) shares or frees the draft's rows with them, at no cost of its own. Sliding layers read
+// only their window, but the store keeps every row, as the target's pool does: memory is
+// bounded by the target's pool, and counted with it (kv_bytes_per_token).
+//
+// Lazy context. The rows that became final (commit(): prefill chunks, a verification's last
+// token with its accepted drafts) are kept as the sequence's pending tapped rows, and projected
+// into the store by the next propose() for the sequence, all drafting sequences in one batch:
+// while the controller drafts nothing (low acceptance, a busy batch) the drafter costs nothing
+// per step, and a catch-up of many rows is one wide, cheap projection. More than
+// kMaxPendingRows pending rows (a long prompt) are projected in commit(), bounding memory. The
+// price: a prefix-cache hit finds only the rows its first owner projected (it drafted after
+// them); rows it never did are stale, which costs acceptance, never exactness.
 //
 // Drafting. A slot's context is its first tokens.size() - 1 positions; the block is
 // [tokens.back(), mask x (B - 1)], always the trained width B (full layers see the whole block,
@@ -38,6 +44,8 @@ namespace zen::spec::dflash {
 
 class DFlashProposer : public Proposer {
  public:
+  static constexpr int64_t kMaxPendingRows = 256;  // per sequence, before commit() projects them
+
   DFlashProposer(Model& target, const std::string& folder, bool q8_0 = false);
   DFlashProposer(Model& target, std::unique_ptr<Drafter> drafter);
 
@@ -53,12 +61,24 @@ class DFlashProposer : public Proposer {
   void propose(std::span<DraftSlot> slots) override;
   void finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) override;
   double cost_seconds(int64_t seqs, int32_t k) const override;
+  // Pending rows beyond a step's usual few, at the measured per-row cost of a wide projection.
+  double catch_up_seconds(uint64_t seq_id, std::span<const int32_t> tokens) const override;
+  int64_t pending_rows(uint64_t seq_id) const;  // tests
 
   // Seconds since start in the draft layers (embedding, convolutions and selector included),
   // the borrowed output head's rows, and the context K/V of committed rows; blocks drafted.
   std::vector<std::pair<std::string, double>> time_by_part() const override;
 
  private:
+  // A sequence's context rows: 0 .. done-1 are in the store, the next ones pending.
+  struct Context {
+    int64_t done = 0;
+    std::vector<float> taps;  // [pending rows, tap width]
+  };
+  int64_t pending_count(const Context& c) const;
+  // Projects the pending rows of these sequences (blocks: each one's block table) into the
+  // store, in one batch.
+  void project(std::span<Context* const> contexts, std::span<const std::span<const int32_t>> blocks);
   // DFlash 2: fills s.draft (and q) with the selector's path over k positions.
   void select(DraftSlot& s, const float* hidden, const float* logits, int64_t k);
 
@@ -66,8 +86,11 @@ class DFlashProposer : public Proposer {
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<KvPool> store_;  // [draft layer] K/V per target block (see above)
   std::unordered_map<uint64_t, DraftSampler> samplers_;  // sampled requests' draft streams
+  std::unordered_map<uint64_t, Context> contexts_;
   std::map<int64_t, double> block_seconds_;  // layers: moving average by sequences per call
   double head_seconds_per_row_ = 0;          // the output head, per drafted row (moving average)
+  double context_seconds_per_seq_ = 0;       // propose()'s projection, per drafting sequence
+  double context_seconds_per_row_ = 0;       // projections of at least 32 rows, per row
   double layer_seconds_ = 0, head_seconds_ = 0, context_seconds_ = 0;
   int64_t blocks_drafted_ = 0;
 
@@ -75,6 +98,8 @@ class DFlashProposer : public Proposer {
   std::vector<BlockJob> jobs_;
   std::vector<std::vector<int32_t>> blocks_;  // [jobs][B]
   std::vector<size_t> job_slot_;              // [jobs] slot index
+  std::vector<Context*> pending_;             // drafting sequences with rows to project
+  std::vector<std::span<const int32_t>> pending_blocks_;
   std::vector<float> logits_;                 // [jobs x (B - 1), vocab]
   std::vector<float> hidden_;                 // DFlash 2: [jobs x (B - 1), H] the selector's input
   std::vector<float> taps_;                   // [committed rows, tap width]

@@ -313,20 +313,30 @@ namespace {
 // own alone and 8 at once, with preemption: rejected drafts roll the recurrent state back
 // through the state history, and the context rows of accepted ones are captured from the
 // hybrid forward.
+// The v1 drafter's weights (they hold no vocabulary rows) retargeted by config to a fixture.
+fs::path retargeted_drafter(const Model& target, const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("dflash_for_" + name);
+  fs::create_directories(dir);
+  fs::copy_file(kDir / "v1/model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  auto config = nlohmann::json::parse(read_text_file((kDir / "v1/config.json").string()));
+  config["vocab_size"] = target.config().vocab_size;
+  config["num_target_layers"] = target.config().num_layers;
+  config["dflash_config"]["mask_token_id"] = target.config().vocab_size - 1;
+  config["dflash_config"]["target_layer_ids"] = {1, 2};
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir;
+}
+
+std::unique_ptr<Model> load_fixture(const std::string& name) {
+  return Model::load((fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models" / name).string(),
+                     {.n_threads = 2, .load_tokenizer = false});
+}
+
 TEST(DFlashHybrid, GreedyOutputIsTheTargetsAloneAndAtConcurrency) {
   for (const char* name : {"qwen3_5_text_f32", "qwen3_next_f32"}) {
     SCOPED_TRACE(name);
-    auto target = Model::load((fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models" / name).string(),
-                              {.n_threads = 2, .load_tokenizer = false});
-    const fs::path dir = fs::path(::testing::TempDir()) / (std::string("dflash_for_") + name);
-    fs::create_directories(dir);
-    fs::copy_file(kDir / "v1/model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
-    auto config = nlohmann::json::parse(read_text_file((kDir / "v1/config.json").string()));
-    config["vocab_size"] = target->config().vocab_size;
-    config["num_target_layers"] = target->config().num_layers;
-    config["dflash_config"]["mask_token_id"] = target->config().vocab_size - 1;
-    config["dflash_config"]["target_layer_ids"] = {1, 2};
-    std::ofstream(dir / "config.json") << config.dump(2);
+    auto target = load_fixture(name);
+    const fs::path dir = retargeted_drafter(*target, name);
 
     const auto vocab = static_cast<int32_t>(target->config().vocab_size);
     const auto prompts = test::random_prompts(8, 10, 40, vocab - 1, 17);
@@ -348,6 +358,54 @@ TEST(DFlashHybrid, GreedyOutputIsTheTargetsAloneAndAtConcurrency) {
       }
     }
   }
+}
+
+// Context rows are projected lazily, at the next draft, except that a sequence never holds
+// more than kMaxPendingRows of them: a 300-token prompt read in chunks of 96 is projected while
+// it is read (the rows wait no longer), and drafts exactly what it drafts read in one chunk;
+// a sequence the controller leaves without drafts projects nothing.
+TEST(DFlashLazyContext, ALongPromptIsProjectedWhileReadAndDraftsAlike) {
+  auto target = load_fixture("qwen3_5_text_f32");
+  const fs::path dir = retargeted_drafter(*target, "qwen3_5_text_f32");
+  const auto prompt = test::random_prompts(1, 300, 300, static_cast<int32_t>(target->config().vocab_size) - 1, 31)[0];
+  std::vector<std::map<size_t, std::vector<int32_t>>> drafts;
+  for (const int64_t chunk : {int64_t{96}, int64_t{512}}) {
+    Engine engine(*target, test::pool_of(*target, 64, chunk));
+    DraftLog log;
+    auto logged = std::make_unique<Logged>(std::make_unique<DFlashProposer>(*target, dir.string()), &log);
+    auto* proposer = static_cast<DFlashProposer*>(&logged->inner());
+    engine.use_proposer(std::move(logged), fixed_k(3));
+    const uint64_t id = engine.add(prompt, test::greedy(12), [](const RequestUpdate&) {}).id;
+    int64_t most = 0;
+    while (engine.step()) most = std::max(most, proposer->pending_rows(id));
+    EXPECT_LE(most, DFlashProposer::kMaxPendingRows) << "chunks of " << chunk;
+    EXPECT_EQ(proposer->pending_rows(id), 0);
+    ASSERT_EQ(log.by_seq.size(), 1u);
+    drafts.push_back(log.by_seq.begin()->second);
+  }
+  EXPECT_EQ(drafts[0], drafts[1]);
+  EXPECT_GE(drafts[0].size(), 3u);
+
+  // Without drafts nothing is projected; the first draft projects everything at once.
+  DFlashProposer p(*target, dir.string());
+  p.reserve_kv_blocks(8, 16);
+  const int64_t width = p.drafter().config().tap_width();
+  const std::vector<float> taps(static_cast<size_t>(40 * width), 0.5f);
+  const std::vector<int32_t> blocks = {0, 1, 2, 3};
+  const std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + 60);
+  const CommittedRows read{.seq_id = 7, .kv_blocks = blocks, .tokens = tokens, .pos = 0, .row = 0, .n = 40};
+  p.commit(std::span(&read, 1), taps.data());
+  for (int64_t pos = 40; pos < 59; ++pos) {
+    const CommittedRows decoded{.seq_id = 7, .kv_blocks = blocks, .tokens = tokens, .pos = pos, .row = 0, .n = 1};
+    p.commit(std::span(&decoded, 1), taps.data());
+  }
+  EXPECT_EQ(p.pending_rows(7), 59);
+  EXPECT_EQ(p.time_by_part()[2].second, 0.0) << "context K/V time without drafts";
+  DraftSlot slot{.seq_id = 7, .tokens = tokens, .prompt_len = 40, .max_tokens = 3, .kv_blocks = blocks};
+  p.propose(std::span(&slot, 1));
+  EXPECT_EQ(slot.draft.size(), 3u);
+  EXPECT_EQ(p.pending_rows(7), 0);
+  EXPECT_GT(p.time_by_part()[2].second, 0.0);
 }
 
 }  // namespace
