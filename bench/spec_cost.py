@@ -63,7 +63,7 @@ def cost_split(args, a):
                         json.dumps(spec_config(args, a, False))], check=True, capture_output=True, text=True)
     line = next(l for l in r.stderr.splitlines() if l.startswith("proposer time:"))[len("proposer time:"):]
     parts = {k.strip(): v for k, v in re.findall(r"([a-zA-Z/ ]+?) ([0-9.]+)(?: s)?", line)}
-    forward = next(l for l in r.stderr.splitlines() if l.startswith("forward time by tokens"))
+    forward = next(l for l in r.stderr.splitlines() if l.startswith("step time by tokens"))
     calls = float(parts.pop("blocks", None) or parts.pop("calls"))
     return {k: 1000 * float(v) / calls for k, v in parts.items()}, forward
 

@@ -114,7 +114,7 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
   r.prefill_seconds = std::max(first, 0.0);
   r.decode_seconds = total - r.prefill_seconds;
   summary = speculation_summary(engine.stats());
-  if (const spec::Controller* c = engine.controller()) summary += "forward time by tokens (measured): " + c->cost().describe() + "\n";
+  if (const spec::Controller* c = engine.controller()) summary += "step time by tokens (forward, sampling, verification; measured): " + c->cost().describe() + "\n";
   return r;
 }
 

@@ -575,8 +575,6 @@ bool Engine::step() {
     } catch (const std::exception& e) {
       error = e.what();
     }
-    if (m.controller && error.empty())
-      m.controller->record_step(step_tokens, std::chrono::duration<double>(Sequence::Clock::now() - t0).count());
     const int64_t vocab = model_.config().vocab_size;
     const int64_t bs = options_.block_size;
     auto register_blocks = [&](Sequence& seq) {  // full blocks become findable by later requests
@@ -674,6 +672,10 @@ bool Engine::step() {
       if (m.proposer) m.proposer->observe(seq.id, seq.tokens, seq.prompt_len, k, v.accepted);
       send(seq, u);
     }
+    // A step's cost for the controller: the forward and what every row costs after it
+    // (sampling, verification, logprobs, streaming), which plain decoding pays per token too.
+    if (m.controller && error.empty())
+      m.controller->record_step(step_tokens, std::chrono::duration<double>(Sequence::Clock::now() - t0).count());
     if (!committed.empty()) {
       try {
         m.proposer->commit(committed, m.runner.taps());

@@ -4,8 +4,9 @@
 //
 // Control law. A sequence verifying k drafts emits E(k) = 1 + sum_{j=1..k} prod_{i<=j} a_i
 // tokens, where a_i is its acceptance rate at draft position i given the earlier ones were
-// accepted (a moving average per request, seeded from the proposer's global average). A forward
-// of n tokens takes T(n) seconds, learnt online from every step (StepCostModel). With D
+// accepted (a moving average per request, seeded from the proposer's global average). A step
+// of n tokens takes T(n) seconds (its forward, then sampling and verifying its rows), learnt
+// online from every step (StepCostModel). With D
 // sequences decoding, the batch emits sum_s E(k_s) tokens in T(D + sum_s k_s) + C seconds (C the
 // proposer's own measured cost). Each extra draft token adds the next factor of one sequence's
 // product; taking them in decreasing order of that gain (every sequence's gains shrink with k)
