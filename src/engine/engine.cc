@@ -585,6 +585,14 @@ bool Engine::step() {
         seq.block_hashes.push_back(m.blocks.register_full(seq.blocks[b], parent, block_tokens));
       }
     };
+    // Per-request work inside the step that does not scale with its rows (finishing a request,
+    // recurrent-state snapshots for the prefix cache): kept out of the controller's step cost.
+    double aside = 0;
+    auto set_aside = [&aside](auto&& work) {
+      const auto t = Sequence::Clock::now();
+      work();
+      aside += std::chrono::duration<double>(Sequence::Clock::now() - t).count();
+    };
     // Rows that became final, for a proposer reading the target's hidden states.
     std::vector<spec::CommittedRows> committed;
     const bool taps = m.proposer && !m.proposer->tap_layers().empty();
@@ -604,7 +612,7 @@ bool Engine::step() {
         commit_rows(seq, i, computed_before);
         register_blocks(seq);
         if (m.states && seq.computed % kGatedDeltaNetChunk == 0 && seq.computed % bs == 0 && options_.prefix_cache)
-          m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(seq.computed / bs - 1)], seq.state_slot);
+          set_aside([&] { m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(seq.computed / bs - 1)], seq.state_slot); });
         continue;
       }
       // The last token and its drafts ran: verify (with no drafts, this is plain sampling).
@@ -643,7 +651,7 @@ bool Engine::step() {
       seq.accepted_total += v.accepted;
       if (m.proposer) m.record_verify(seq, base, m.draft_scratch, v);
       if (!reason.empty()) {
-        finish(seq, reason, std::move(u));
+        set_aside([&] { finish(seq, reason, std::move(u)); });
         continue;
       }
       // Accepted drafts keep their KV; rejected positions are forgotten (blocks past the end
@@ -662,8 +670,10 @@ bool Engine::step() {
         if (options_.prefix_cache)
           for (int64_t b = (base + every - 1) / every * every; b <= seq.computed; b += every) {
             const auto i = static_cast<size_t>(b - base);  // after slice token i, computed == b
-            m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(b / bs - 1)],
-                                    i < seq.draft_states.size() ? seq.draft_states[i] : seq.state_slot);
+            set_aside([&] {
+              m.states->save_snapshot(seq.block_hashes[static_cast<size_t>(b / bs - 1)],
+                                      i < seq.draft_states.size() ? seq.draft_states[i] : seq.state_slot);
+            });
           }
         if (kept < seq.draft_states.size()) m.states->pool().copy(seq.draft_states[kept], seq.state_slot);
         m.states->return_scratch(seq.draft_states);
@@ -675,7 +685,7 @@ bool Engine::step() {
     // A step's cost for the controller: the forward and what every row costs after it
     // (sampling, verification, logprobs, streaming), which plain decoding pays per token too.
     if (m.controller && error.empty())
-      m.controller->record_step(step_tokens, std::chrono::duration<double>(Sequence::Clock::now() - t0).count());
+      m.controller->record_step(step_tokens, std::chrono::duration<double>(Sequence::Clock::now() - t0).count() - aside);
     if (!committed.empty()) {
       try {
         m.proposer->commit(committed, m.runner.taps());

@@ -37,9 +37,10 @@ MtpProposer::MtpProposer(Model& target)
 size_t MtpProposer::kv_bytes_per_token() const { return KvPool::bytes_per_token(target_.mtp_kv_config(), KvDType::F32); }
 
 // The target's blocks, then scratch for the speculative rows of kScratchSequences sequences
-// drafting up to kMaxDraftTokens each, past a partly filled last block.
+// drafting up to kMaxDraftTokens each (at most kMaxDraftTokens - 1 rows past a table that
+// covers the cached positions).
 void MtpProposer::reserve_kv_blocks(int64_t blocks, int64_t block_size) {
-  const int64_t scratch = kScratchSequences * ((kMaxDraftTokens + block_size - 1) / block_size + 1);
+  const int64_t scratch = kScratchSequences * ((kMaxDraftTokens - 1 + block_size - 1) / block_size);
   pool_ = std::make_unique<KvPool>(target_.mtp_kv_config(), blocks + scratch, KvDType::F32, block_size);
   target_blocks_ = blocks;
   seqs_.clear();
@@ -91,8 +92,8 @@ double MtpProposer::run_head(std::span<const SeqSlice> slices, const float* hidd
   return spent;
 }
 
-void MtpProposer::catch_up(std::span<SeqState* const> states, std::span<const std::span<const int32_t>> tokens,
-                           std::span<const std::span<const int32_t>> blocks) {
+double MtpProposer::catch_up(std::span<SeqState* const> states, std::span<const std::span<const int32_t>> tokens,
+                             std::span<const std::span<const int32_t>> blocks) {
   slices_.clear();
   hidden_.clear();
   int64_t rows = 0;
@@ -108,7 +109,7 @@ void MtpProposer::catch_up(std::span<SeqState* const> states, std::span<const st
     rows += n;
   }
   const double spent = run_head(slices_, hidden_.data());
-  if (rows >= 8) average(catch_up_seconds_per_row_, spent / static_cast<double>(rows));
+  if (rows >= kBulkRows) average(catch_up_seconds_per_row_, spent / static_cast<double>(rows));
   const std::span<const float> out = target_.mtp_hidden();
   for (size_t i = 0; i < states.size(); ++i) {
     SeqState& st = *states[i];
@@ -117,6 +118,7 @@ void MtpProposer::catch_up(std::span<SeqState* const> states, std::span<const st
     st.done += pending_count(st);
     st.pending.clear();
   }
+  return spent;
 }
 
 void MtpProposer::propose(std::span<DraftSlot> slots) {
@@ -136,7 +138,7 @@ void MtpProposer::propose(std::span<DraftSlot> slots) {
     // yet, e.g. mid-recomputation, drafts nothing).
     if (st.done + pending_count(st) != n - 1 || (st.pending.empty() && st.last.empty())) continue;
     const auto have = static_cast<int64_t>(s.kv_blocks.size());
-    if (have * bs < n - 1) fail("MTP: sequence ", s.seq_id, " has ", n - 1, " cached tokens but a block table of ", have);
+    if (have * bs < n - 1) continue;  // the engine's table lacks cached positions: no draft for it
     Work w{.slot = i, .st = &st, .k = std::min(s.max_tokens, kMaxDraftTokens)};
     // Steps 2..k write rows n-1 .. n-3+k: the table must cover n-2+k positions.
     const int64_t scratch_left = pool_->num_blocks() - next_scratch;
@@ -146,7 +148,6 @@ void MtpProposer::propose(std::span<DraftSlot> slots) {
     work_.push_back(std::move(w));
   }
   if (work_.empty()) return;
-  ++calls_;
   try {
     // Step 1: catch up the pending rows; each slot's last output is draft 1's head input.
     std::vector<SeqState*> states;
@@ -157,7 +158,15 @@ void MtpProposer::propose(std::span<DraftSlot> slots) {
         tokens.push_back(slots[w.slot].tokens);
         blocks.push_back(slots[w.slot].kv_blocks);
       }
-    if (!states.empty()) catch_up(states, tokens, blocks);
+    if (!states.empty()) {
+      int64_t rows = 0;
+      for (const SeqState* st : states) rows += pending_count(*st);
+      const double spent = catch_up(states, tokens, blocks);
+      // A step's cost, when the catch-up is the usual few rows per sequence (a long one is
+      // charged through catch_up_seconds instead).
+      if (rows <= kUsualRows * static_cast<int64_t>(states.size()))
+        average(step_seconds_[static_cast<int64_t>(states.size())], spent);
+    }
     normed_.resize(work_.size() * static_cast<size_t>(H_));
     for (size_t w = 0; w < work_.size(); ++w) std::copy(work_[w].st->last.begin(), work_[w].st->last.end(), &normed_[w * static_cast<size_t>(H_)]);
     for (const Work& w : work_)
@@ -206,14 +215,14 @@ void MtpProposer::propose(std::span<DraftSlot> slots) {
       }
       active.swap(still);
     }
+    ++calls_;
   } catch (const std::exception& e) {
-    // The pool may hold half-written rows for these sequences: forget them (they start over at
-    // their next commit) and draft nothing this step.
+    // Draft nothing this step. The states stay: a catch-up changes them only once its forward
+    // returned, and rows a failed forward half wrote are rewritten by the next catch-up.
     std::fprintf(stderr, "zen: MTP draft failed, no drafts this step: %s\n", e.what());
     for (const Work& w : work_) {
       slots[w.slot].draft.clear();
       slots[w.slot].q.clear();
-      seqs_.erase(slots[w.slot].seq_id);
     }
   }
 }
@@ -247,7 +256,6 @@ double MtpProposer::cost_seconds(int64_t seqs, int32_t k) const {
 
 double MtpProposer::catch_up_seconds(uint64_t seq_id, std::span<const int32_t> tokens) const {
   (void)tokens;
-  constexpr int64_t kUsualRows = 4;  // the decoded token and a few accepted drafts
   return static_cast<double>(std::max<int64_t>(0, pending_rows(seq_id) - kUsualRows)) * catch_up_seconds_per_row_;
 }
 

@@ -28,6 +28,8 @@
 // speculative rows at positions n-1 .. n-3+k, into the sequence's own last block (not yet full,
 // so never shared) and past the block table into scratch blocks beyond the target's count;
 // the next catch-up overwrites them. When scratch runs short, a slot drafts fewer tokens.
+// Not thread-safe: the head runs on the target's own buffers (mtp_forward), which is fine
+// because the engine thread alone drives the target and its proposer.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -50,6 +52,8 @@ class MtpProposer : public Proposer {
  public:
   static constexpr int64_t kMaxPendingRows = 256;  // per sequence, before commit() catches up
   static constexpr int64_t kScratchSequences = 64;  // sequences drafting past their blocks per call
+  static constexpr int64_t kUsualRows = 4;   // catch-up rows of a drafting step: the decoded token, accepted drafts
+  static constexpr int64_t kBulkRows = 32;   // catch-ups at least this long measure the per-row cost
 
   // Throws zen::Error unless target is a hybrid model whose MTP head loaded, naming
   // mtp.fc.weight (or its GGUF counterpart) when the head is absent or incomplete.
@@ -63,7 +67,8 @@ class MtpProposer : public Proposer {
   void propose(std::span<DraftSlot> slots) override;
   void finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) override;
   // k head steps for `seqs` sequences: k x (a forward of seqs rows + seqs output-head rows),
-  // as measured (the first step's few extra catch-up rows included); 0 before measured.
+  // as measured (first steps with their usual few catch-up rows included; before any, the
+  // per-row cost of a long catch-up stands in); 0 before anything was measured.
   double cost_seconds(int64_t seqs, int32_t k) const override;
   // Pending rows beyond a step's usual few, at the measured per-row cost of a catch-up.
   double catch_up_seconds(uint64_t seq_id, std::span<const int32_t> tokens) const override;
@@ -92,8 +97,8 @@ class MtpProposer : public Proposer {
   // Runs the head over slices (hidden: [their rows, H]) with no output head; returns seconds.
   double run_head(std::span<const SeqSlice> slices, const float* hidden);
   // Writes st's pending rows (next tokens from tokens, blocks from the table); keeps the last
-  // row's output in st.last. One forward for all given sequences.
-  void catch_up(std::span<SeqState* const> states, std::span<const std::span<const int32_t>> tokens,
+  // row's output in st.last. One forward for all given sequences; returns its seconds.
+  double catch_up(std::span<SeqState* const> states, std::span<const std::span<const int32_t>> tokens,
                 std::span<const std::span<const int32_t>> blocks);
   int64_t pending_count(const SeqState& st) const { return static_cast<int64_t>(st.pending.size()) / H_; }
 
@@ -105,7 +110,7 @@ class MtpProposer : public Proposer {
   std::unordered_map<uint64_t, SeqState> seqs_;
 
   // Measured: head forwards by slice count (moving averages), output head per row, catch-up
-  // seconds per row (forwards of at least 8 rows).
+  // seconds per row (forwards of at least kBulkRows rows).
   std::map<int64_t, double> step_seconds_;
   double head_seconds_per_row_ = 0, catch_up_seconds_per_row_ = 0;
   double layer_seconds_ = 0, head_seconds_ = 0;

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <random>
 
 #include "base/error.h"
 #include "engine/engine_test_util.h"
@@ -105,39 +106,115 @@ class MtpEngine : public ::testing::TestWithParam<const char*> {
   HybridModel* hybrid_ = nullptr;
 };
 
+// Runs prompts all at once on an engine from logged_engine and compares every draft, at every
+// context length, with the head run from scratch; returns {drafts compared, equal to the
+// reference, empty}.
+// Output must be plain decoding's whatever the drafts.
+struct DraftCheck {
+  size_t compared = 0, equal = 0, empty = 0;
+};
+// An engine drafting with MTP at k = 4, logging the drafts.
+std::unique_ptr<Engine> logged_engine(Model& model, int64_t blocks, test::DraftLog* log) {
+  auto engine = std::make_unique<Engine>(model, test::pool_of(model, blocks, 96));
+  engine->use_proposer(std::make_unique<test::LoggedProposer>(std::make_unique<MtpProposer>(model), log), fixed_k(4));
+  return engine;
+}
+
+DraftCheck check_drafts(Model& model, Engine& engine, test::DraftLog& log, const std::vector<std::vector<int32_t>>& prompts,
+                        const std::vector<Outcome>& want, uint64_t first_id) {
+  auto& hybrid = dynamic_cast<HybridModel&>(model);
+  log.by_seq.clear();
+  const auto got = test::run_all(engine, prompts, test::greedy(24));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+  DraftCheck c;
+  for (const auto& [id, drafts] : log.by_seq) {
+    const size_t i = id - first_id;  // the engine numbers requests in order from 1
+    if (i >= prompts.size()) {
+      ADD_FAILURE() << "unexpected request id " << id;
+      break;
+    }
+    std::vector<int32_t> all = prompts[i];
+    all.insert(all.end(), want[i].tokens.begin(), want[i].tokens.end());
+    const std::vector<float> hidden = target_hidden(hybrid, all, prompts[i].size());
+    for (const auto& [length, d] : drafts) {
+      if (d.empty()) {
+        ++c.empty;
+        continue;
+      }
+      ++c.compared;
+      c.equal += d == reference_drafts(hybrid, std::span<const int32_t>(all).first(length), hidden, d.size()) ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+  return c;
+}
+
 // Every draft the engine proposed, at every context length, for prompts short and long (one of
 // 300 tokens is caught up in bulk while its prompt is read), all at once, is the head run from
-// scratch; and the output is plain decoding's.
+// scratch, and some were accepted (the accepted-run path ran). The same prompts again on the
+// same engine hit the prefix cache: the head rows their blocks carry are the first run's, and
+// identical prompts make them right. Under preemption (a pool of 24 blocks), a recomputed
+// sequence may find blocks whose head rows were never caught up (see mtp.h): most drafts must
+// still be the reference's, and output is exact regardless.
 TEST_P(MtpEngine, EveryDraftIsTheHeadRunFromScratch) {
   auto prompts = test::random_prompts(5, 4, 40, vocab(), 21);
   prompts.push_back(test::random_prompts(1, 300, 300, vocab(), 22)[0]);
-  const RequestParams params = test::greedy(24);
-  const auto want = plain(prompts, params);
-  Engine engine(*model_, test::pool_of(*model_, 256, 96));
+  const auto want = plain(prompts, test::greedy(24));
   test::DraftLog log;
-  auto logged = std::make_unique<test::LoggedProposer>(std::make_unique<MtpProposer>(*model_), &log);
-  auto* mtp = static_cast<MtpProposer*>(&logged->inner());
-  engine.use_proposer(std::move(logged), fixed_k(4));
-  const auto got = test::run_all(engine, prompts, params);
-  ASSERT_EQ(log.by_seq.size(), prompts.size());
-  size_t i = 0, compared = 0;
-  for (const auto& [id, drafts] : log.by_seq) {  // ids are assigned in order
-    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
-    std::vector<int32_t> all = prompts[i];
-    all.insert(all.end(), want[i].tokens.begin(), want[i].tokens.end());
-    const std::vector<float> hidden = target_hidden(*hybrid_, all, prompts[i].size());
-    for (const auto& [length, d] : drafts) {
-      if (d.empty()) continue;
-      EXPECT_EQ(d, reference_drafts(*hybrid_, std::span<const int32_t>(all).first(length), hidden, d.size()))
-          << "request " << i << " at context " << length;
-      ++compared;
-    }
-    ++i;
+  auto engine = logged_engine(*model_, 256, &log);
+  SCOPED_TRACE("cold");
+  const DraftCheck cold = check_drafts(*model_, *engine, log, prompts, want, 1);
+  EXPECT_EQ(cold.empty, 0u);
+  EXPECT_GT(cold.compared, prompts.size() * 10);
+  EXPECT_EQ(cold.equal, cold.compared);
+  EXPECT_GT(engine->stats().spec_accepted_tokens, 0) << "no draft accepted: the accepted-run path went untested";
+  SCOPED_TRACE("warm");
+  const DraftCheck warm = check_drafts(*model_, *engine, log, prompts, want, 1 + prompts.size());
+  EXPECT_GE(engine->stats().cached_prompt_tokens, 192) << "the second run missed the prefix cache";
+  EXPECT_EQ(warm.equal, warm.compared);
+
+  auto small = logged_engine(*model_, 24, &log);
+  SCOPED_TRACE("preempting");
+  const DraftCheck tight = check_drafts(*model_, *small, log, prompts, want, 1);
+  EXPECT_GT(small->stats().preemptions, 0);
+  EXPECT_GE(tight.equal * 10, tight.compared * 9);
+}
+
+// Slots drafting past their block tables share the scratch area: 70 identical sequences asking
+// for 32 drafts each need two scratch blocks apiece; the first 64 get them and draft 32 tokens,
+// the rest draft the 2 their own last block leaves room for, and all draft the same tokens,
+// which are the head's from scratch.
+TEST_P(MtpEngine, ScratchRunsShortGracefully) {
+  MtpProposer p(*model_);
+  constexpr int kSeqs = 70;
+  p.reserve_kv_blocks(kSeqs, 16);
+  EXPECT_EQ(p.scratch_blocks(), MtpProposer::kScratchSequences * 2);
+  const int64_t H = model_->config().hidden_size;
+  const auto tokens = test::random_prompts(1, 16, 16, vocab(), 37)[0];  // positions 0..14 cached
+  std::vector<float> taps(static_cast<size_t>(15 * H));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : taps) x = normal(rng);
+  std::vector<std::vector<int32_t>> blocks(kSeqs);
+  std::vector<CommittedRows> rows;
+  std::vector<DraftSlot> slots(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) {
+    blocks[static_cast<size_t>(i)] = {i};
+    rows.push_back({.seq_id = static_cast<uint64_t>(i + 1), .kv_blocks = blocks[static_cast<size_t>(i)], .tokens = tokens,
+                    .pos = 0, .row = 0, .n = 15});
+    slots[static_cast<size_t>(i)] = {.seq_id = static_cast<uint64_t>(i + 1), .tokens = tokens, .prompt_len = 16,
+                                     .max_tokens = 32, .kv_blocks = blocks[static_cast<size_t>(i)]};
   }
-  EXPECT_GT(compared, prompts.size() * 10);
-  EXPECT_GT(engine.stats().spec_accepted_tokens, 0) << "no draft accepted: the accepted-run path went untested";
-  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
-  for (const auto& [id, drafts] : log.by_seq) EXPECT_EQ(mtp->pending_rows(id), 0);  // finished: nothing kept
+  p.commit(rows, taps.data());
+  p.propose(slots);
+  std::vector<float> hidden(taps.size());
+  hybrid_->final_norm_rows(taps.data(), 15, hidden.data());
+  const auto want = reference_drafts(*hybrid_, tokens, hidden, 32);
+  for (int i = 0; i < kSeqs; ++i) {
+    const auto& d = slots[static_cast<size_t>(i)].draft;
+    EXPECT_EQ(d.size(), i < MtpProposer::kScratchSequences ? 32u : 2u) << "sequence " << i;
+    EXPECT_EQ(d, std::vector<int32_t>(want.begin(), want.begin() + static_cast<ptrdiff_t>(d.size()))) << "sequence " << i;
+  }
 }
 
 // Configured by name, as --mtp does: greedy output (tokens, logprobs, finish reasons) is plain

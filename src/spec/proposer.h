@@ -61,7 +61,8 @@ class Proposer {
   virtual void finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) {
     (void)seq_id, (void)tokens, (void)prompt_len;
   }
-  // Target layers whose output residual stream this proposer reads (DFlash); empty: none.
+  // Target layers whose output residual stream this proposer reads (DFlash's taps, MTP's last
+  // layer); empty: none.
   // The engine then captures them on every forward and passes commit() the rows that became
   // final (prefill chunks; a verification's last token and its accepted drafts), in position
   // order, before anything could evict their blocks.

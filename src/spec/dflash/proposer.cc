@@ -27,6 +27,7 @@ size_t DFlashProposer::kv_bytes_per_token() const {
 
 void DFlashProposer::reserve_kv_blocks(int64_t blocks, int64_t block_size) {
   store_ = std::make_unique<KvPool>(drafter_->config().decoder, blocks, KvDType::F32, block_size);
+  contexts_.clear();
 }
 
 int64_t DFlashProposer::pending_count(const Context& c) const {
@@ -90,7 +91,7 @@ void DFlashProposer::project(std::span<Context* const> contexts, std::span<const
   }
   const double spent = seconds_since(t0);
   context_seconds_ += spent;
-  if (positions_.size() >= 32)
+  if (static_cast<int64_t>(positions_.size()) >= kBulkRows)
     context_seconds_per_row_ = context_seconds_per_row_ == 0 ? spent / static_cast<double>(positions_.size())
                                                              : context_seconds_per_row_ + 0.25 * (spent / static_cast<double>(positions_.size()) - context_seconds_per_row_);
 }
@@ -127,10 +128,15 @@ void DFlashProposer::propose(std::span<DraftSlot> slots) {
     job_slot_.push_back(i);
   }
   if (jobs_.empty()) return;
+  int64_t pending = 0;
+  for (const Context* ctx : pending_) pending += pending_count(*ctx);
   const auto t_context = Clock::now();
   project(pending_, pending_blocks_);
   auto average = [](double& avg, double x) { avg = avg == 0 ? x : avg + 0.25 * (x - avg); };
-  average(context_seconds_per_seq_, seconds_since(t_context) / static_cast<double>(jobs_.size()));
+  // A step's usual projection (the decoded token and accepted drafts); longer catch-ups are
+  // charged through catch_up_seconds.
+  if (pending <= kUsualRows * static_cast<int64_t>(jobs_.size()))
+    average(context_seconds_per_seq_, seconds_since(t_context) / static_cast<double>(jobs_.size()));
   int64_t rows = 0;
   for (const BlockJob& job : jobs_) rows += job.drafts();
   logits_.resize(static_cast<size_t>(rows * V));
@@ -197,7 +203,6 @@ void DFlashProposer::finish(uint64_t seq_id, std::span<const int32_t> tokens, in
 
 double DFlashProposer::catch_up_seconds(uint64_t seq_id, std::span<const int32_t> tokens) const {
   (void)tokens;
-  constexpr int64_t kUsualRows = 4;  // the decoded token and a few accepted drafts
   return static_cast<double>(std::max<int64_t>(0, pending_rows(seq_id) - kUsualRows)) * context_seconds_per_row_;
 }
 

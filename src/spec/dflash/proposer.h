@@ -45,6 +45,8 @@ namespace zen::spec::dflash {
 class DFlashProposer : public Proposer {
  public:
   static constexpr int64_t kMaxPendingRows = 256;  // per sequence, before commit() projects them
+  static constexpr int64_t kUsualRows = 4;   // rows a drafting step projects: the decoded token, accepted drafts
+  static constexpr int64_t kBulkRows = 32;   // projections at least this long measure the per-row cost
 
   DFlashProposer(Model& target, const std::string& folder, bool q8_0 = false);
   DFlashProposer(Model& target, std::unique_ptr<Drafter> drafter);
@@ -90,7 +92,7 @@ class DFlashProposer : public Proposer {
   std::map<int64_t, double> block_seconds_;  // layers: moving average by sequences per call
   double head_seconds_per_row_ = 0;          // the output head, per drafted row (moving average)
   double context_seconds_per_seq_ = 0;       // propose()'s projection, per drafting sequence
-  double context_seconds_per_row_ = 0;       // projections of at least 32 rows, per row
+  double context_seconds_per_row_ = 0;       // projections of at least kBulkRows rows, per row
   double layer_seconds_ = 0, head_seconds_ = 0, context_seconds_ = 0;
   int64_t blocks_drafted_ = 0;
 

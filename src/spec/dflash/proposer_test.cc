@@ -379,7 +379,6 @@ TEST(DFlashLazyContext, ALongPromptIsProjectedWhileReadAndDraftsAlike) {
     int64_t most = 0;
     while (engine.step()) most = std::max(most, proposer->pending_rows(id));
     EXPECT_LE(most, DFlashProposer::kMaxPendingRows) << "chunks of " << chunk;
-    EXPECT_EQ(proposer->pending_rows(id), 0);
     ASSERT_EQ(log.by_seq.size(), 1u);
     drafts.push_back(log.by_seq.begin()->second);
   }
