@@ -40,7 +40,14 @@ step); the script checks that every step equals a cache-free draft over all taps
 Greedy decoding never stops at EOS. Compute is float32 on CPU, sdpa (drafter, as dflash hardwires
 it) and eager (target).
 
-Rerunning reproduces byte-identical files (fixed seeds, one CPU thread).
+  hybrid/{target, v1, v1_full, v1.reference.safetensors}
+      the same for a hybrid target: a random Qwen3_5ForCausalLM (text), 6 layers of which 2 and
+      5 are gated full attention and the rest Gated DeltaNet, hidden 32, vocab 288; the drafters
+      have the same shapes (the hidden size and vocabulary match). dflash_generate rolls the
+      target's recurrent states back through transformers' cache (activate_past_recording).
+
+Rerunning reproduces byte-identical files on the same CPU (fixed seeds, one CPU thread); on
+another the float tensors may differ in the last bits (torch picks kernels by instruction set).
 Run: .venv-tools/bin/python tools/make_dflash_fixtures.py [--out tests/fixtures/dflash]
 """
 import argparse
@@ -80,7 +87,16 @@ MIN_VARIANT_DIFF = 1e-3    # v1 vs its twins at step 0
 ROPE = {"rope_type": "default", "rope_theta": 1000000.0}
 
 
-def target_config():
+def target_config(kind="qwen3"):
+    if kind == "qwen3_5":
+        return transformers.Qwen3_5TextConfig(
+            vocab_size=288, hidden_size=32, intermediate_size=64, num_hidden_layers=6,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+            rms_norm_eps=1e-6, hidden_act="silu", tie_word_embeddings=False, bos_token_id=1,
+            eos_token_id=2, use_cache=True, full_attention_interval=3, linear_num_key_heads=2,
+            linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=8,
+            linear_conv_kernel_dim=4,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25})
     return Qwen3Config(vocab_size=288, hidden_size=32, intermediate_size=64, num_hidden_layers=6,
                        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                        max_position_embeddings=256, rope_parameters=dict(ROPE), rms_norm_eps=1e-6,
@@ -133,11 +149,11 @@ def save_folder(model, folder):
     model.save_pretrained(folder, safe_serialization=True)
 
 
-def build_target(folder, seed):
-    config = target_config()
+def build_target(folder, seed, kind):
+    config = target_config(kind)
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(config).eval()
+    model = (transformers.Qwen3_5ForCausalLM if kind == "qwen3_5" else Qwen3ForCausalLM)(config).eval()
     init_weights(model, seed)
     model.config.dtype = "float32"
     model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, do_sample=False)
@@ -200,12 +216,58 @@ def prompt_taps(target, prompt):
     return dfm.extract_context_feature(out.hidden_states, TAP_LAYERS)[0]
 
 
-def recorded_dflash(draft, target, prompt):
+def exact_rollback(target, prompt):
+    """dflash 0.1.0 rolls the target back with transformers' Cache.crop, which restores a Gated
+    DeltaNet layer's conv window but not its recurrent state (LinearAttentionLayer.is_croppable
+    is False once one exists), so on a hybrid target its output drifts from the target's own. For
+    the hybrid fixture, a crop of the target's cache rebuilds it instead: the tokens the cache
+    keeps (the prompt, then each verified block's first tokens) run through the target from
+    scratch into a fresh cache whose layers replace the old ones. Returns (patched crop, undo)."""
+    committed = prompt.tolist()
+    blocks = []
+    orig_crop, orig_forward = dfm._crop_to, target.forward
+
+    def forward(input_ids, *args, **kwargs):
+        blocks.append(input_ids[0].tolist())
+        return orig_forward(input_ids, *args, **kwargs)
+
+    def crop(cache, length):
+        if cache is not state["target_cache"]:
+            return orig_crop(cache, length)
+        if len(blocks) > 1:  # after a verification: keep its first length - len(committed) tokens
+            committed.extend(blocks[-1][:length - len(committed)])
+        assert len(committed) == length, (len(committed), length)
+        fresh = dfm._make_cache(target.config)
+        with torch.no_grad():
+            orig_forward(torch.tensor([committed]), past_key_values=fresh, use_cache=True)
+        cache.layers = fresh.layers
+        return None
+
+    state = {"target_cache": None}
+    orig_make = dfm._make_cache
+
+    def make_cache(config):
+        cache = orig_make(config)
+        if config is target.config and state["target_cache"] is None:
+            state["target_cache"] = cache
+        return cache
+
+    def install():
+        dfm._crop_to, dfm._make_cache, target.forward = crop, make_cache, forward
+
+    def undo():
+        dfm._crop_to, dfm._make_cache = orig_crop, orig_make
+        del target.forward
+    return install, undo
+
+
+def recorded_dflash(draft, target, prompt, hybrid=False):
     """Runs dflash.model.dflash_generate (greedy) with the drafter's forward, compute_logits and
     the block-embedding helper wrapped to record their arguments and results."""
     steps = []
     orig_embed, orig_time = dfm._raw_input_embeddings, dfm._cuda_time
     orig_forward, orig_logits = draft.forward, draft.compute_logits
+    install, undo = exact_rollback(target, prompt) if hybrid else (lambda: None, lambda: None)
 
     def embed(target_model, input_ids, scale=1.0):
         assert scale == 1.0
@@ -236,12 +298,14 @@ def recorded_dflash(draft, target, prompt):
 
     dfm._raw_input_embeddings, dfm._cuda_time = embed, time.perf_counter  # no CUDA here
     draft.forward, draft.compute_logits = forward, compute_logits
+    install()
     try:
         result = dfm.dflash_generate(draft, target, prompt[None], max_new_tokens=NEW_TOKENS,
                                      stop_token_ids=None, temperature=0.0, return_stats=True)
     finally:
         dfm._raw_input_embeddings, dfm._cuda_time = orig_embed, orig_time
         del draft.forward, draft.compute_logits
+        undo()
     return result, steps
 
 
@@ -262,9 +326,9 @@ def top2_margin(logits):
     return float((top2[..., 0] - top2[..., 1]).min())
 
 
-def attempt(out_dir, seed):
+def attempt(out_dir, seed, kind):
     """Builds everything for one seed; returns (tensors, info) or (None, reason)."""
-    target = build_target(os.path.join(out_dir, "target"), seed)
+    target = build_target(os.path.join(out_dir, "target"), seed, kind)
     draft, full = build_drafts(os.path.join(out_dir, "v1"), os.path.join(out_dir, "v1_full"), seed + 1)
     prompt = prompt_ids(seed + 2)
 
@@ -273,7 +337,7 @@ def attempt(out_dir, seed):
         return None, f"target greedy margin {target_margin:.4f}"
     taps = prompt_taps(target, prompt)
 
-    result, steps = recorded_dflash(draft, target, prompt)
+    result, steps = recorded_dflash(draft, target, prompt, hybrid=kind == "qwen3_5")
     output = result.output_ids[0]
     acceptance = [int(a) for a in result.acceptance_lengths]
     assert output.shape[0] == PROMPT_LEN + NEW_TOKENS and torch.equal(output[:PROMPT_LEN], prompt)
@@ -331,6 +395,34 @@ def attempt(out_dir, seed):
     return tensors, info
 
 
+def write_variant(kind, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    t0 = time.time()
+    for i in range(MAX_SEED_TRIES):
+        tensors, info = attempt(out_dir, BASE_SEED + 1000 * i, kind)
+        if tensors is not None:
+            break
+        print(f"{kind} seed {BASE_SEED + 1000 * i}: {info}; reseeding")
+    else:
+        sys.exit(f"{kind}: no seed satisfies the margin and twin checks")
+    for name in ("v1", "v1_full"):
+        check_saved_config(os.path.join(out_dir, name), SLIDING_TYPES if name == "v1" else FULL_TYPES)
+
+    ref = os.path.join(out_dir, "v1.reference.safetensors")
+    tensors = {k: v.detach().clone().contiguous() for k, v in tensors.items()}
+    save_file(tensors, ref, metadata={"generator": (
+        f"tools/make_dflash_fixtures.py {'target=' + kind + ' ' if kind != 'qwen3' else ''}seed={info['seed']} "
+        f"dflash={importlib.metadata.version('dflash')} "
+        f"transformers={transformers.__version__} torch={torch.__version__}")})
+
+    print(f"{kind}: transformers {transformers.__version__}, torch {torch.__version__}, "
+          f"{time.time() - t0:.1f} s, seed {info['seed']}")
+    print(f"acceptance lengths ({len(info['acceptance'])} steps): {info['acceptance']}")
+    print(f"target greedy margin {info['target_margin']:.3f}, draft argmax margin "
+          f"{info['draft_margin']:.3f}, step-0 max|diff| vs v1: "
+          + ", ".join(f"{k} {v:.3f}" for k, v in info["diffs"].items()))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
@@ -343,30 +435,8 @@ def main():
     warnings.filterwarnings("ignore", category=FutureWarning)
     out_dir = os.path.normpath(args.out)
     os.makedirs(out_dir, exist_ok=True)
-
-    t0 = time.time()
-    for i in range(MAX_SEED_TRIES):
-        tensors, info = attempt(out_dir, BASE_SEED + 1000 * i)
-        if tensors is not None:
-            break
-        print(f"seed {BASE_SEED + 1000 * i}: {info}; reseeding")
-    else:
-        sys.exit("no seed satisfies the margin and twin checks")
-    for name in ("v1", "v1_full"):
-        check_saved_config(os.path.join(out_dir, name), SLIDING_TYPES if name == "v1" else FULL_TYPES)
-
-    ref = os.path.join(out_dir, "v1.reference.safetensors")
-    tensors = {k: v.detach().clone().contiguous() for k, v in tensors.items()}
-    save_file(tensors, ref, metadata={"generator": (
-        f"tools/make_dflash_fixtures.py seed={info['seed']} dflash={importlib.metadata.version('dflash')} "
-        f"transformers={transformers.__version__} torch={torch.__version__}")})
-
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}, "
-          f"{time.time() - t0:.1f} s, seed {info['seed']}")
-    print(f"acceptance lengths ({len(info['acceptance'])} steps): {info['acceptance']}")
-    print(f"target greedy margin {info['target_margin']:.3f}, draft argmax margin "
-          f"{info['draft_margin']:.3f}, step-0 max|diff| vs v1: "
-          + ", ".join(f"{k} {v:.3f}" for k, v in info["diffs"].items()))
+    for kind, folder in (("qwen3", out_dir), ("qwen3_5", os.path.join(out_dir, "hybrid"))):
+        write_variant(kind, folder)
     total = 0
     for root, _, files in sorted(os.walk(out_dir)):
         for f in sorted(files):

@@ -68,63 +68,75 @@ class DFlashEngine : public ::testing::Test {
 Model* DFlashEngine::target_ = nullptr;
 SafetensorsFile* DFlashEngine::ref_ = nullptr;
 
-// The reference's whole greedy generation, for DFlash (v1) and DFlash 2 (v2, whose drafts are
-// the candidate selector's path): every full block drafts the reference's tokens (context
-// captured by the engine's own forwards), each verification keeps what the reference kept,
-// and the output is the target's greedy output.
-TEST_F(DFlashEngine, AGreedyGenerationDraftsTheReferencesBlocks) {
-  for (const char* drafter : {"v1", "v2"}) {
-    SCOPED_TRACE(drafter);
-    const SafetensorsFile ref((kDir / (std::string(drafter) + ".reference.safetensors")).string());
-    const auto prompt = ints(ref, "prompt");
-    const auto output = ints(ref, "output");
-    const auto acceptance = ints(ref, "acceptance_lengths");
-    const int32_t steps = ints(ref, "num_steps")[0];
-    const fs::path trace = fs::path(::testing::TempDir()) / "dflash_trace.jsonl";
-    EngineOptions o = test::pool_of(*target_, 64, 64);
-    o.spec_trace_path = trace.string();
-    o.speculative.method = "dflash";  // the trace needs a configured method; use_proposer replaces it
-    o.speculative.model = (kDir / drafter).string();
-    std::vector<std::map<size_t, std::vector<int32_t>>> drafts;
-    std::vector<Outcome> got;
-    {
-      Engine engine(*target_, o);  // closes the trace when it goes
-      DraftLog log;
-      engine.use_proposer(logged(&log, drafter), fixed_k(3));
-      got = test::run_all(engine, {prompt}, test::greedy(static_cast<int64_t>(output.size() - prompt.size())));
-      for (auto& [id, d] : log.by_seq) drafts.push_back(d);
-    }
-    ASSERT_EQ(got[0].tokens, std::vector<int32_t>(output.begin() + static_cast<ptrdiff_t>(prompt.size()), output.end()));
-    ASSERT_EQ(drafts.size(), 1u);
-    int compared = 0;
-    for (int32_t s = 0; s < steps; ++s) {
-      const std::string p = "step" + std::to_string(s) + ".";
-      const size_t start = static_cast<size_t>(ints(ref, p + "start")[0]);
-      const auto want = ints(ref, p + "drafts");
-      const auto it = drafts[0].find(start + 1);  // the anchor is the last of start + 1 tokens
-      if (s + 1 == steps && it == drafts[0].end()) continue;  // no room left: the engine drafts nothing
-      ASSERT_NE(it, drafts[0].end()) << "no block at position " << start;
-      // The engine verifies only what max_tokens leaves room for (the reference drafts past it
-      // and narrows its last blocks): its drafts are a prefix of a full block's.
-      if (want.size() == 3) {
-        EXPECT_EQ(it->second, std::vector<int32_t>(want.begin(), want.begin() + static_cast<ptrdiff_t>(it->second.size())))
-            << "step " << s;
-        compared += it->second.size() == 3 ? 1 : 0;
-      }
-    }
-    EXPECT_GE(compared, steps - 3);
-    // The trace: one line per verification carrying drafts, accepted + 1 == the reference's.
-    std::ifstream in(trace);
-    std::string line;
-    std::vector<int32_t> lengths;
-    while (std::getline(in, line)) {
-      const auto j = nlohmann::json::parse(line);
-      if (j["drafted"].get<int>() > 0) lengths.push_back(j["accepted"].get<int32_t>() + 1);
-    }
-    EXPECT_EQ(lengths, std::vector<int32_t>(acceptance.begin(), acceptance.begin() + static_cast<ptrdiff_t>(lengths.size())));
-    EXPECT_GE(lengths.size(), static_cast<size_t>(steps - 2));
-    fs::remove(trace);
+// The reference's whole greedy generation from `dir` (target/, the drafter, and
+// <drafter>.reference.safetensors): every full block drafts the reference's tokens (context
+// captured by the engine's own forwards), each verification keeps what the reference kept, and
+// the output is the target's greedy output.
+void expect_reference_generation(Model& target, const fs::path& dir, const char* drafter) {
+  SCOPED_TRACE(dir / drafter);
+  const SafetensorsFile ref((dir / (std::string(drafter) + ".reference.safetensors")).string());
+  const auto prompt = ints(ref, "prompt");
+  const auto output = ints(ref, "output");
+  const auto acceptance = ints(ref, "acceptance_lengths");
+  const int32_t steps = ints(ref, "num_steps")[0];
+  const fs::path trace = fs::path(::testing::TempDir()) / "dflash_trace.jsonl";
+  EngineOptions o = test::pool_of(target, 64, 64);
+  o.spec_trace_path = trace.string();
+  o.speculative.method = "dflash";  // the trace needs a configured method; use_proposer replaces it
+  o.speculative.model = (dir / drafter).string();
+  std::vector<std::map<size_t, std::vector<int32_t>>> drafts;
+  std::vector<Outcome> got;
+  {
+    Engine engine(target, o);  // closes the trace when it goes
+    DraftLog log;
+    engine.use_proposer(std::make_unique<Logged>(std::make_unique<DFlashProposer>(target, (dir / drafter).string()), &log),
+                        fixed_k(3));
+    got = test::run_all(engine, {prompt}, test::greedy(static_cast<int64_t>(output.size() - prompt.size())));
+    for (auto& [id, d] : log.by_seq) drafts.push_back(d);
   }
+  ASSERT_EQ(got[0].tokens, std::vector<int32_t>(output.begin() + static_cast<ptrdiff_t>(prompt.size()), output.end()));
+  ASSERT_EQ(drafts.size(), 1u);
+  int compared = 0;
+  for (int32_t s = 0; s < steps; ++s) {
+    const std::string p = "step" + std::to_string(s) + ".";
+    const size_t start = static_cast<size_t>(ints(ref, p + "start")[0]);
+    const auto want = ints(ref, p + "drafts");
+    const auto it = drafts[0].find(start + 1);  // the anchor is the last of start + 1 tokens
+    if (s + 1 == steps && it == drafts[0].end()) continue;  // no room left: the engine drafts nothing
+    ASSERT_NE(it, drafts[0].end()) << "no block at position " << start;
+    // The engine verifies only what max_tokens leaves room for (the reference drafts past it
+    // and narrows its last blocks): its drafts are a prefix of a full block's.
+    if (want.size() == 3) {
+      EXPECT_EQ(it->second, std::vector<int32_t>(want.begin(), want.begin() + static_cast<ptrdiff_t>(it->second.size())))
+          << "step " << s;
+      compared += it->second.size() == 3 ? 1 : 0;
+    }
+  }
+  EXPECT_GE(compared, steps - 3);
+  // The trace: one line per verification carrying drafts, accepted + 1 == the reference's.
+  std::ifstream in(trace);
+  std::string line;
+  std::vector<int32_t> lengths;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["drafted"].get<int>() > 0) lengths.push_back(j["accepted"].get<int32_t>() + 1);
+  }
+  EXPECT_EQ(lengths, std::vector<int32_t>(acceptance.begin(), acceptance.begin() + static_cast<ptrdiff_t>(lengths.size())));
+  EXPECT_GE(lengths.size(), static_cast<size_t>(steps - 2));
+  fs::remove(trace);
+}
+
+// DFlash (v1) and DFlash 2 (v2, whose drafts are the candidate selector's path).
+TEST_F(DFlashEngine, AGreedyGenerationDraftsTheReferencesBlocks) {
+  for (const char* drafter : {"v1", "v2"}) expect_reference_generation(*target_, kDir, drafter);
+}
+
+// A hybrid (Qwen3.5: Gated DeltaNet and gated attention) target: the reference's generation
+// (tools/make_dflash_fixtures.py, with the target's recurrent state rolled back exactly), the
+// drafts captured from the hybrid forward's taps block for block.
+TEST(DFlashHybridReference, AGreedyGenerationDraftsTheReferencesBlocks) {
+  auto target = Model::load((kDir / "hybrid/target").string(), {.n_threads = 2, .load_tokenizer = false});
+  expect_reference_generation(*target, kDir / "hybrid", "v1");
 }
 
 // 16 sequences in one engine (batched drafting, interleaved prefill and decode, some sharing
