@@ -95,15 +95,22 @@ const Acceptance& Controller::acceptance(uint64_t seq_id) {
 
 void Controller::record_verify(uint64_t seq_id, int32_t drafted, int32_t accepted) {
   if (drafted <= 0) return;
-  acceptance(seq_id);
-  per_seq_[seq_id].update(drafted, accepted, 0.25);
+  acceptance(seq_id);  // seeds a new request's rates
+  Acceptance& a = per_seq_[seq_id];
+  // A request's first verifications weigh more (1/2, 1/3, then 1/4 each): its start was a
+  // guess, and a probe that succeeds should let it draft at once.
+  a.update(drafted, accepted, std::max(0.25, 1.0 / (a.verified + 2)));
+  ++a.verified;
   global_.update(drafted, accepted, 0.05);
+  if (accepted > 0) probes_[seq_id].interval = kFirstProbe;
 }
 
 void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_t draft_budget,
                         const ProposerCost& proposer_seconds) {
   if (cands.empty()) return;
   for (Candidate& c : cands) c.max_k = std::clamp(c.max_k, 0, std::min(o_.num_speculative_tokens, kMaxDraftTokens));
+  std::vector<int32_t> room(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) room[i] = cands[i].max_k;
   if (!o_.adaptive) {  // pinned k, within the token budget
     int64_t total = 0;
     for (Candidate& c : cands) {
@@ -163,7 +170,40 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
   }
   for (Candidate& c : cands) c.max_k = 0;
   for (size_t s = 0; s < best_len; ++s) ++cands[order[s]].max_k;
-  mean_k_ = static_cast<double>(best_len) / static_cast<double>(cands.size());
+  if (base_time > 0) probe(cands, room, draft_budget, proposer_seconds != nullptr);
+  int64_t total = 0;
+  for (const Candidate& c : cands) total += c.max_k;
+  mean_k_ = static_cast<double>(total) / static_cast<double>(cands.size());
+}
+
+// The first call of a step (asking) counts idle steps and asks due sequences for one draft; the
+// second (drafts in hand) verifies it even where the allocation says no.
+void Controller::probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking) {
+  int64_t total = 0;
+  for (const Candidate& c : cands) total += c.max_k;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    Candidate& c = cands[i];
+    Probe& p = probes_[c.seq_id];
+    if (c.max_k > 0) {
+      p.idle = 0;
+      p.pending = false;
+      continue;
+    }
+    if (room[i] == 0 || total >= draft_budget) {
+      p.pending = false;
+      continue;
+    }
+    if (asking && ++p.idle >= p.interval) {
+      p.idle = 0;
+      p.interval = std::min(2 * p.interval, kMaxProbeInterval);
+      p.pending = true;
+    }
+    if (p.pending) {
+      c.max_k = 1;
+      ++total;
+      if (!asking) p.pending = false;
+    }
+  }
 }
 
 }  // namespace zen::spec

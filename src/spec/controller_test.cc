@@ -59,7 +59,7 @@ TEST(Controller, TurnsItselfOffWhenComputeBoundAtMiddlingAcceptance) {
   Controller c({.adaptive = true, .num_speculative_tokens = 8});
   teach(c, 0.010, 0.004);  // 64 sequences: every token costs nearly as much as a step's share
   auto cands = candidates(64, 8);
-  observe(c, cands, 4, 1, 10);  // half the first drafts survive, few beyond
+  for (int r = 0; r < 10; ++r) observe(c, cands, 4, r % 2, 1);  // half the first drafts survive, none beyond
   c.choose(cands, 0, 4096);
   for (const auto& cand : cands) EXPECT_EQ(cand.max_k, 0);
   EXPECT_EQ(c.mean_k(), 0.0);
@@ -67,7 +67,7 @@ TEST(Controller, TurnsItselfOffWhenComputeBoundAtMiddlingAcceptance) {
   Controller alone({.adaptive = true, .num_speculative_tokens = 8});
   teach(alone, 0.050, 0.0005);
   auto one = candidates(1, 8);
-  observe(alone, one, 4, 1, 10);
+  for (int r = 0; r < 10; ++r) observe(alone, one, 4, r % 2, 1);
   alone.choose(one, 0, 512);
   EXPECT_GT(one[0].max_k, 0);
 }
@@ -130,6 +130,48 @@ TEST(Controller, PinnedKAndBudgets) {
   EXPECT_EQ(total, 20);
   EXPECT_THROW(Controller({.adaptive = true, .num_speculative_tokens = 0}), Error);
   EXPECT_THROW(Controller({.adaptive = true, .num_speculative_tokens = kMaxDraftTokens + 1}), Error);
+}
+
+// A sequence the controller leaves without drafts is probed with one draft after 8 idle
+// steps, then after 16, 32, ... (at most 128); an accepted probe lets it draft at once on a
+// step where it pays, and resets the wait.
+TEST(Controller, ProbesIdleSequencesWithBackoff) {
+  Controller c({.adaptive = true, .num_speculative_tokens = 8});
+  teach(c, 0.010, 0.015);  // a 2-token step costs 1.6 plain ones, as on a 2-core CPU
+  auto cands = candidates(1, 8);
+  observe(c, cands, 4, 0, 10);  // a prose warm-up: nothing accepted
+  std::vector<int> probes;
+  for (int step = 1; step <= 200; ++step) {
+    auto asked = cands;
+    c.choose(asked, 0, 512, [](int64_t, int32_t) { return 0.0; });
+    auto verified = asked;
+    c.choose(verified, 0, 512);  // drafts in hand: the probe is still verified
+    EXPECT_EQ(verified[0].max_k, asked[0].max_k) << "step " << step;
+    if (asked[0].max_k > 0) {
+      EXPECT_EQ(asked[0].max_k, 1) << "step " << step;
+      probes.push_back(step);
+      c.record_verify(1, 1, 0);  // still prose: rejected
+    }
+  }
+  EXPECT_EQ(probes, (std::vector<int>{8, 24, 56, 120}));
+  // Drafting resumes once probes are accepted (each one resets the wait to 8 steps): a new
+  // request that copies its prompt after this prose drafts from its first accepted probe; the
+  // long-idle one needs a few.
+  auto steps_to_draft = [&c](uint64_t id) {
+    for (int step = 1; step <= 256; ++step) {
+      std::vector<Controller::Candidate> asked{{id, 8}};
+      c.choose(asked, 0, 512, [](int64_t, int32_t) { return 0.0; });
+      if (asked[0].max_k > 1) return step;
+      if (asked[0].max_k == 1) c.record_verify(id, 1, 1);
+    }
+    return 0;
+  };
+  const int fresh = steps_to_draft(2);  // probed at step 8, then its drafts lengthen
+  EXPECT_GE(fresh, 9);
+  EXPECT_LE(fresh, 12);
+  const int resumed = steps_to_draft(1);  // its wait had grown to 128; then a few probes 8 apart
+  EXPECT_GT(resumed, 0);
+  EXPECT_LE(resumed, Controller::kMaxProbeInterval + 4 * Controller::kFirstProbe + 1);
 }
 
 TEST(Controller, NothingMeasuredMeansNoDrafting) {
