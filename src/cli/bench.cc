@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/parallel_flags.h"
 #include "cli/speculative_flags.h"
 #include "engine/engine.h"
 
@@ -227,7 +228,7 @@ void print_decode_scaling(const nlohmann::json& cells) {
 }  // namespace
 
 int bench_command(int argc, char** argv) {
-  Flags f("bench", with_speculative_flags({{"model", FlagKind::String, "model path (default: the installed default model)", {}},
+  Flags f("bench", with_parallel_flags(with_speculative_flags({{"model", FlagKind::String, "model path (default: the installed default model)", {}},
                     {"concurrency", FlagKind::String, "concurrency levels (default 1,2,4,8,16,32,64)", {}},
                     {"workloads", FlagKind::String, "NAME:PROMPT:OUTPUT tokens, comma-separated (default chat:128:64)", {}},
                     {"repeats", FlagKind::Int, "waves per cell, run level by level in turn (default 1)", {}},
@@ -243,7 +244,7 @@ int bench_command(int argc, char** argv) {
                     {"nvfp4-exact", FlagKind::Bool, "NVFP4 with f32 activations (exact, slower; default int8 per block of 32)", {}},
                     {"json", FlagKind::String, "write results here (default zen-bench.json)", {}},
                     {"seed", FlagKind::Int, "prompt generator seed (default 1)", {}},
-                    {"help", FlagKind::Bool, "show this help", {}}}));
+                    {"help", FlagKind::Bool, "show this help", {}}})));
   f.parse(argc, argv, 2);
   if (f.flag("help")) {
     std::fputs(f.usage().c_str(), stdout);
@@ -259,8 +260,10 @@ int bench_command(int argc, char** argv) {
   load.n_threads = threads_flag(f);
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
   load.load_tokenizer = false;
+  apply_parallel_flags(f, load);
   const std::string path = resolve_model_path(f.str("model"));
   auto model = Model::load(path, load);
+  if (serve_as_worker(*model, load)) return 0;
   EngineOptions opts;
   opts.kv_dtype = parse_kv_cache_quant(f.str("kv-cache-quant", "auto"));
   opts.kv_memory_bytes = f.integer("kv-memory", 0);
@@ -322,6 +325,7 @@ int bench_command(int argc, char** argv) {
   const std::string json_path = f.str("json", "zen-bench.json");
   std::ofstream(json_path) << report.dump(2) << "\n";
   std::printf("\nrequests lost or errored: %" PRId64 "; JSON: %s\n", errors, json_path.c_str());
+  std::fputs(tensor_parallel_summary(load).c_str(), stdout);
   return errors == 0 ? 0 : 1;
 }
 

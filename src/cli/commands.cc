@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/mmap.h"
 #include "cli/flags.h"
+#include "cli/parallel_flags.h"
 #include "cli/speculative_flags.h"
 #include "cli/weights_flags.h"
 #include "engine/generate.h"
@@ -121,7 +122,7 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
 }  // namespace
 
 int run_command(int argc, char** argv) {
-  Flags f("run", with_weights_flags(with_speculative_flags({kModelFlag,
+  Flags f("run", with_parallel_flags(with_weights_flags(with_speculative_flags({kModelFlag,
                   {"prompt", FlagKind::String, "the prompt text (or use --prompt-file)", {}},
                   {"prompt-file", FlagKind::String, "read the prompt from a file ('-' for stdin)", {}},
                   {"chat", FlagKind::Bool, "format the prompt as a user turn with the model's chat template", {}},
@@ -137,7 +138,7 @@ int run_command(int argc, char** argv) {
                   {"frequency-penalty", FlagKind::Float, "OpenAI frequency penalty in [-2, 2]", {}},
                   {"seed", FlagKind::Int, "random seed (same seed, same output)", {}},
                   {"ignore-eos", FlagKind::Bool, "keep generating to --max-tokens past end-of-sequence", {}},
-                  kKvQuantFlag, kNvfp4ExactFlag, kThreadsFlag, kHelpFlag})));
+                  kKvQuantFlag, kNvfp4ExactFlag, kThreadsFlag, kHelpFlag}))));
   f.parse(argc, argv, 2);
   if (wants_help(f)) return 0;
   if (!f.positional().empty()) fail("unexpected argument '", f.positional()[0], "' (the prompt goes in --prompt)");
@@ -166,9 +167,11 @@ int run_command(int argc, char** argv) {
   LoadOptions load;
   load.n_threads = threads_flag(f);
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
+  apply_parallel_flags(f, load);
   const std::string model_path = resolve_model_path(f.str("model"));
   verify_weights_flag(f, model_path, load.n_threads);
   auto model = Model::load(model_path, load);
+  if (serve_as_worker(*model, load)) return 0;
   const Tokenizer& tok = *model->tokenizer();
 
   std::string text = prompt_text;
@@ -214,6 +217,7 @@ int run_command(int argc, char** argv) {
   std::fprintf(stderr, "decode: %" PRId64 " tokens in %.3f s (%.2f tok/s), finish: %s\n", n_gen, r.decode_seconds,
                static_cast<double>(decoded) / std::max(1e-9, r.decode_seconds), r.finish_reason.c_str());
   std::fputs(spec_summary.c_str(), stderr);
+  std::fputs(tensor_parallel_summary(load).c_str(), stderr);
   return 0;
 }
 

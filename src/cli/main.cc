@@ -2,11 +2,13 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/weights_flags.h"
+#include "dist/communicator.h"
 #include "kernels/cpu/packed.h"
 
 namespace {
@@ -35,7 +37,15 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  // Under mpirun every rank runs this same command line (src/dist); an error on one rank ends
+  // them all rather than leaving the others waiting in a collective.
+  std::unique_ptr<zen::dist::Session> session;
+  auto who = [&] {
+    const zen::dist::Communicator& w = zen::dist::world();
+    return w.size() > 1 ? command + " (rank " + std::to_string(w.rank()) + ")" : command;
+  };
   try {
+    session = std::make_unique<zen::dist::Session>(&argc, &argv);
     zen::kernels::PackedMatrix::isa();  // a bad ZEN_PACKED_ISA fails here, before any work
     if (command == "run") return zen::cli::run_command(argc, argv);
     if (command == "tokenize") return zen::cli::tokenize_command(argc, argv);
@@ -51,10 +61,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "zen: unknown command '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const zen::Error& e) {
-    std::fprintf(stderr, "zen %s: error: %s\n", command.c_str(), e.what());
+    std::fprintf(stderr, "zen %s: error: %s\n", who().c_str(), e.what());
+    std::fflush(stderr);
+    if (session) session->fail_job(1);
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "zen %s: internal error: %s\n", command.c_str(), e.what());
+    std::fprintf(stderr, "zen %s: internal error: %s\n", who().c_str(), e.what());
+    std::fflush(stderr);
+    if (session) session->fail_job(3);
     return 3;
   }
 }

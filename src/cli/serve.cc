@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/parallel_flags.h"
 #include "cli/speculative_flags.h"
 #include "cli/weights_flags.h"
 #include "engine/engine.h"
@@ -47,7 +48,7 @@ void hash_weights_in_background(const std::string& path, std::shared_ptr<server:
 }  // namespace
 
 int serve_command(int argc, char** argv) {
-  Flags f("serve", with_weights_flags(with_speculative_flags({{"model", FlagKind::String, "model path: HF folder, .safetensors, or .gguf (default: the installed default model)", {}},
+  Flags f("serve", with_parallel_flags(with_weights_flags(with_speculative_flags({{"model", FlagKind::String, "model path: HF folder, .safetensors, or .gguf (default: the installed default model)", {}},
                     {"host", FlagKind::String, "address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)", {}},
                     {"port", FlagKind::Int, "port (default 30000; 0 picks a free one)", {}},
                     {"served-model-name", FlagKind::String, "model name in the API (default: the model file's name)", {}},
@@ -75,7 +76,7 @@ int serve_command(int argc, char** argv) {
                      {"qwen3_xml", "hermes", "none"}},
                     {"enable-auto-tool-choice", FlagKind::Bool, "accepted for vLLM compatibility: tool_choice auto is on whenever a tool-call parser is", {}},
                     {"threads", FlagKind::Int, "worker threads (default: all cores)", {}},
-                    {"help", FlagKind::Bool, "show this help", {}}})));
+                    {"help", FlagKind::Bool, "show this help", {}}}))));
   f.parse(argc, argv, 2);
   if (f.flag("help")) {
     std::fputs(f.usage().c_str(), stdout);
@@ -124,11 +125,13 @@ int serve_command(int argc, char** argv) {
   LoadOptions load;
   load.n_threads = threads_flag(f);
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
+  apply_parallel_flags(f, load);
   const std::string path = resolve_model_path(f.str("model"));
   auto weights = std::make_shared<server::WeightsIdentity>();
   weights->root = verify_weights_flag(f, path, load.n_threads);  // before loading: a mismatch never serves
   weights->verified = !weights->root.empty();
   auto model = Model::load(path, load);
+  if (serve_as_worker(*model, load)) return 0;
   const Tokenizer& tok = *model->tokenizer();
 
   server::ServerOptions so;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "base/error.h"
 #include "base/numeric.h"
+#include "dist/step_message.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "model/attention.h"
@@ -30,76 +32,116 @@ DenseModel::DenseModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::u
     : ckpt_(std::move(ckpt)), cfg_(std::move(cfg)), tok_(std::move(tok)), own_pool_(opts.shared_pool ? nullptr : std::make_unique<ThreadPool>(opts.n_threads)),
       pool_(opts.shared_pool ? *opts.shared_pool : *own_pool_),
       rope_(cfg_) {
+  tp_ = opts.tensor_parallel;
   bind_weights(opts);
+}
+
+DenseModel::~DenseModel() {
+  if (!tp_.active() || tp_.rank() != 0) return;
+  dist::StepHeader stop;  // the other ranks leave serve_steps()
+  tp_.comm->broadcast_idle(&stop, sizeof(stop), 0);
 }
 
 void DenseModel::bind_weights(const LoadOptions& opts) {
   const WeightNames names(ckpt_->format() == CheckpointFormat::Gguf);
   Checkpoint& c = *ckpt_;
-  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
-  const int64_t q_dim = cfg_.num_heads * cfg_.head_dim, kv_dim = cfg_.num_kv_heads * cfg_.head_dim;
+  const ModelConfig full = cfg_;
+  const int64_t H = full.hidden_size, I = full.intermediate_size, V = full.vocab_size, hd = full.head_dim;
+  const int64_t q_dim = full.num_heads * hd, kv_dim = full.num_kv_heads * hd;
 
   // Projections stay in their stored format (plain, GGUF blocks, FP8, NVFP4); see linear.h.
   QuantConfig quant = QuantConfig::from_checkpoint(c);
   quant.nvfp4_exact_activations = opts.nvfp4_exact_activations;
-  auto matrix = [&](const std::string& name, std::vector<int64_t> shape) -> Linear {
-    return Linear::bind(c, name, std::move(shape), quant);
+
+  // This rank's share (everything, without tensor parallelism): query / KV heads, the
+  // intermediate rows (cut on the down projections' column blocks), vocabulary rows.
+  const int t = tp_.size(), r = tp_.rank();
+  const dist::HeadShard heads = dist::head_shard(full, t, r);
+  const dist::Range q_rows{heads.q_heads.begin * hd, heads.q_heads.end * hd};
+  const dist::Range kv_rows{heads.kv_heads.begin * hd, heads.kv_heads.end * hd};
+  const dist::Range all_h{0, H};
+  int64_t inter_unit = 1;
+  for (int64_t i = 0; i < full.num_layers && t > 1; ++i)
+    if (!full.is_sparse_layer(i))
+      inter_unit = std::lcm(inter_unit, Linear::column_block(c, names.layer(static_cast<int>(i), "down"), quant));
+  const dist::Range inter = dist::split(I, t, r, inter_unit);
+  if (inter.size() == 0)
+    fail("--tensor-parallel-size ", t, ": the intermediate size ", I, " in blocks of ", inter_unit,
+         " leaves rank ", r, " no rows");
+  vocab_rows_ = dist::split(V, t, r);
+  cfg_.num_heads = heads.q_heads.size();
+  cfg_.num_kv_heads = heads.kv_heads.size();
+  cfg_.intermediate_size = inter.size();
+
+  auto matrix = [&](const std::string& name, std::vector<int64_t> shape, dist::Range rows, dist::Range cols) {
+    if (t == 1) return Linear::bind(c, name, std::move(shape), quant);
+    return Linear::bind_slice(c, name, std::move(shape), quant, rows, cols);
   };
-  auto vec = [&](const std::string& name, int64_t n) -> std::vector<float> {
+  auto vec = [&](const std::string& name, int64_t n, dist::Range part) -> std::vector<float> {
     const TensorView* t = c.take(name, {n});
     if (t == nullptr) return {};
     if (!is_vector_dtype(t->dtype)) {
       c.note_mismatch(name + ": dtype " + dtype_name(t->dtype) + " is not supported for vectors");
       return {};
     }
-    return to_f32_vector(*t);
+    std::vector<float> all = to_f32_vector(*t);
+    if (part.size() == n || static_cast<int64_t>(all.size()) != n) return all;
+    return {all.begin() + part.begin, all.begin() + part.end};
   };
 
-  w_.embed = Linear::bind(c, names.embed(), {V, H}, quant, Linear::Use::Rows);
-  w_.final_norm = vec(names.final_norm(), H);
-  if (cfg_.tie_word_embeddings && !c.has(names.lm_head())) {
-    w_.lm_head = w_.embed;
-  } else if (ckpt_->format() == CheckpointFormat::Gguf && !c.has(names.lm_head())) {
-    w_.lm_head = w_.embed;  // llama.cpp: no output.weight means tied
+  // Tied: no separate output matrix (llama.cpp: a GGUF without output.weight is tied).
+  const bool tied = cfg_.tie_word_embeddings || (ckpt_->format() == CheckpointFormat::Gguf && !c.has(names.lm_head()));
+  if (cfg_.tie_word_embeddings && c.has(names.lm_head()))
+    c.ignore(names.lm_head(), "tied to the embedding (tie_word_embeddings)");
+  if (t > 1) {
+    // Vocabulary-parallel: this rank's rows of the embedding and the lm_head.
+    if (tied) {
+      w_.lm_head = Linear::bind_slice(c, names.embed(), {V, H}, quant, vocab_rows_, all_h);
+      w_.embed = w_.lm_head;
+    } else {
+      w_.embed = Linear::bind_slice(c, names.embed(), {V, H}, quant, vocab_rows_, all_h, Linear::Use::Rows);
+      w_.lm_head = Linear::bind_slice(c, names.lm_head(), {V, H}, quant, vocab_rows_, all_h);
+    }
   } else {
-    if (cfg_.tie_word_embeddings) c.ignore(names.lm_head(), "tied to the embedding (tie_word_embeddings)");
-    else w_.lm_head = matrix(names.lm_head(), {V, H});
+    w_.embed = Linear::bind(c, names.embed(), {V, H}, quant, Linear::Use::Rows);
+    if (!tied) w_.lm_head = Linear::bind(c, names.lm_head(), {V, H}, quant);
     if (!w_.lm_head.valid()) w_.lm_head = w_.embed;
+    w_.lm_head.prepare_matmul(c);  // packs a tied embedding for its lm_head use
+    // Tied: the embedding reads its rows from that packed copy (dropped file pages would
+    // otherwise fault back in, a readahead window per looked-up token, on top of the copy).
+    if (w_.lm_head.weight == w_.embed.weight) w_.embed.packed = w_.lm_head.packed;
   }
-  w_.lm_head.prepare_matmul(c);  // packs a tied embedding for its lm_head use
-  // Tied: the embedding reads its rows from that packed copy (dropped file pages would
-  // otherwise fault back in, a readahead window per looked-up token, on top of the copy).
-  if (w_.lm_head.weight == w_.embed.weight) w_.embed.packed = w_.lm_head.packed;
+  w_.final_norm = vec(names.final_norm(), H, all_h);
   c.ignore(R"(model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq)", "recomputed from the config");
   c.ignore("rope_freqs.weight", "recomputed from the config");
 
-  w_.layers.resize(static_cast<size_t>(cfg_.num_layers));
-  for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+  w_.layers.resize(static_cast<size_t>(full.num_layers));
+  for (int64_t i = 0; i < full.num_layers; ++i) {
     DenseLayer& L = w_.layers[static_cast<size_t>(i)];
     const int n = static_cast<int>(i);
-    L.attn_norm = vec(names.layer(n, "attn_norm"), H);
-    L.wq = matrix(names.layer(n, "q"), {q_dim, H});
-    L.wk = matrix(names.layer(n, "k"), {kv_dim, H});
-    L.wv = matrix(names.layer(n, "v"), {kv_dim, H});
-    L.wo = matrix(names.layer(n, "o"), {H, q_dim});
-    if (cfg_.attention_bias) {
-      L.bq = vec(names.layer(n, "q_bias"), q_dim);
-      L.bk = vec(names.layer(n, "k_bias"), kv_dim);
-      L.bv = vec(names.layer(n, "v_bias"), kv_dim);
+    L.attn_norm = vec(names.layer(n, "attn_norm"), H, all_h);
+    L.wq = matrix(names.layer(n, "q"), {q_dim, H}, q_rows, all_h);
+    L.wk = matrix(names.layer(n, "k"), {kv_dim, H}, kv_rows, all_h);
+    L.wv = matrix(names.layer(n, "v"), {kv_dim, H}, kv_rows, all_h);
+    L.wo = matrix(names.layer(n, "o"), {H, q_dim}, all_h, q_rows);  // row-parallel
+    if (full.attention_bias) {
+      L.bq = vec(names.layer(n, "q_bias"), q_dim, q_rows);
+      L.bk = vec(names.layer(n, "k_bias"), kv_dim, kv_rows);
+      L.bv = vec(names.layer(n, "v_bias"), kv_dim, kv_rows);
     }
-    if (cfg_.qk_norm) {
-      L.q_norm = vec(names.layer(n, "q_norm"), cfg_.head_dim);
-      L.k_norm = vec(names.layer(n, "k_norm"), cfg_.head_dim);
+    if (full.qk_norm) {
+      L.q_norm = vec(names.layer(n, "q_norm"), hd, {0, hd});
+      L.k_norm = vec(names.layer(n, "k_norm"), hd, {0, hd});
     }
-    L.ffn_norm = vec(names.layer(n, "ffn_norm"), H);
-    if (cfg_.is_sparse_layer(i)) {
+    L.ffn_norm = vec(names.layer(n, "ffn_norm"), H, all_h);
+    if (full.is_sparse_layer(i)) {
       L.ffn.sparse = true;
-      L.ffn.moe = bind_moe(c, names.moe_prefix(n), cfg_, quant);
+      L.ffn.moe = bind_moe(c, names.moe_prefix(n), full, quant);
       continue;
     }
-    L.ffn.w_gate = matrix(names.layer(n, "gate"), {I, H});
-    L.ffn.w_up = matrix(names.layer(n, "up"), {I, H});
-    L.ffn.w_down = matrix(names.layer(n, "down"), {H, I});
+    L.ffn.w_gate = matrix(names.layer(n, "gate"), {I, H}, inter, all_h);
+    L.ffn.w_up = matrix(names.layer(n, "up"), {I, H}, inter, all_h);
+    L.ffn.w_down = matrix(names.layer(n, "down"), {H, I}, all_h, inter);  // row-parallel
   }
   const LoadVerdict verdict = c.verdict();
   complete_ = verdict.missing.empty() && verdict.mismatched.empty();
@@ -127,13 +169,66 @@ void DenseModel::ensure_buffers(int64_t n) {
 void DenseModel::forward(const ForwardBatch& batch, float* logits) {
   if (!complete_) fail("the model was loaded with missing or mismatched tensors and cannot run");
   if (batch.kv == nullptr) fail("forward: the batch has no KV pool");
+  if (!tp_.active()) return forward_local(batch, logits);
+  if (tp_.rank() != 0) fail("forward: rank ", tp_.rank(), " of a tensor-parallel model runs serve_steps(), not forward()");
+  // Everything that can reject the batch is checked before the other ranks are told about it:
+  // past the broadcast, a failure on one rank would leave the others inside a collective.
+  flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
+  check_tap_layers(batch, cfg_.num_layers);
+  if (flat_.size() == 0) return;
+  broadcast_step(batch);
+  try {
+    forward_local(batch, logits);
+  } catch (const std::exception& e) {
+    tp_.comm->abort(std::string("a tensor-parallel forward failed on rank 0 after the step went out: ") + e.what());
+  }
+}
+
+void DenseModel::broadcast_step(const ForwardBatch& batch) {
+  std::vector<uint8_t> body = dist::encode_step(batch);
+  dist::StepHeader header;
+  header.kind = dist::StepKind::Forward;
+  header.body_bytes = body.size();
+  tp_.comm->broadcast_idle(&header, sizeof(header), 0);
+  tp_.comm->broadcast(body.data(), body.size(), 0);
+}
+
+void DenseModel::serve_steps() {
+  if (!tp_.active() || tp_.rank() == 0) fail("serve_steps: only ranks other than 0 of a tensor-parallel model serve steps");
+  for (;;) {
+    dist::StepHeader header;
+    tp_.comm->broadcast_idle(&header, sizeof(header), 0);
+    if (header.kind == dist::StepKind::Stop) return;
+    std::vector<uint8_t> body(header.body_bytes);
+    tp_.comm->broadcast(body.data(), body.size(), 0);
+    try {
+      const dist::DecodedStep step = dist::decode_step(std::move(body));
+      // The same blocks as rank 0's pool, holding this rank's KV heads.
+      const dist::PoolShape& shape = step.pool;
+      if (!worker_kv_ || worker_kv_id_ != shape.id || worker_kv_->num_blocks() != shape.num_blocks ||
+          worker_kv_->block_size() != shape.block_size || worker_kv_->dtype() != shape.dtype) {
+        worker_kv_.reset();
+        worker_kv_ = std::make_unique<KvPool>(cfg_, shape.num_blocks, shape.dtype, shape.block_size);
+        worker_kv_id_ = shape.id;
+      }
+      ForwardBatch batch;
+      batch.kv = worker_kv_.get();
+      batch.seqs = step.seqs;
+      forward_local(batch, nullptr);
+    } catch (const std::exception& e) {
+      tp_.comm->abort(std::string("a tensor-parallel step failed: ") + e.what());
+    }
+  }
+}
+
+void DenseModel::forward_local(const ForwardBatch& batch, float* logits) {
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   const int64_t n = flat_.size();
   if (n == 0) return;
   const int64_t H = cfg_.hidden_size;
   ensure_buffers(n);
 
-  for (int64_t t = 0; t < n; ++t) w_.embed.dequantize_row(flat_.ids[static_cast<size_t>(t)], &x_[t * H]);
+  embed_tokens(n);
   const int64_t half = rope_.dim() / 2;
   for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
 
@@ -149,7 +244,50 @@ void DenseModel::forward(const ForwardBatch& batch, float* logits) {
     const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
     kernels::rmsnorm(&x_[t * H], w_.final_norm.data(), static_cast<float>(cfg_.rms_norm_eps), H, &xn_[r * H]);
   }
-  w_.lm_head.matmul(xn_.data(), rows, logits, pool_);
+  compute_logits(rows, logits);
+}
+
+// x_[n, H] <- the embedding rows of the batch's tokens. Vocabulary-parallel: each rank looks up
+// the rows it holds, zeros elsewhere, and the all-reduce completes every row (exactly: the
+// other ranks add zeros).
+void DenseModel::embed_tokens(int64_t n) {
+  const int64_t H = cfg_.hidden_size;
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t id = flat_.ids[static_cast<size_t>(t)];
+    if (id >= vocab_rows_.begin && id < vocab_rows_.end) w_.embed.dequantize_row(id - vocab_rows_.begin, &x_[t * H]);
+    else std::fill_n(&x_[t * H], H, 0.0f);
+  }
+  all_reduce(x_.data(), n * H);
+}
+
+void DenseModel::all_reduce(float* data, int64_t n) {
+  if (tp_.active()) tp_.comm->all_reduce_sum(data, static_cast<size_t>(n));
+}
+
+// logits[rows, V] <- lm_head(xn_). Vocabulary-parallel: every rank computes its slice
+// [rows, V/t] and one all-gather brings them together (the sampler, logprobs and grammar masks
+// read every logit; each slice is padded to the widest).
+void DenseModel::compute_logits(int64_t rows, float* logits) {
+  if (!tp_.active()) return w_.lm_head.matmul(xn_.data(), rows, logits, pool_);
+  const int t = tp_.size();
+  const int64_t V = cfg_.vocab_size, width = dist::split(V, t, 0).size(), mine = vocab_rows_.size();
+  const auto slice = static_cast<size_t>(rows * width);
+  local_logits_.assign(slice, 0.0f);
+  gathered_logits_.resize(slice * static_cast<size_t>(t));
+  if (mine > 0) {
+    std::vector<float>& tmp = gathered_logits_;  // scratch until the gather overwrites it
+    w_.lm_head.matmul(xn_.data(), rows, tmp.data(), pool_);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(&tmp[static_cast<size_t>(r * mine)], mine, &local_logits_[static_cast<size_t>(r * width)]);
+  }
+  tp_.comm->all_gather(local_logits_.data(), slice * sizeof(float), gathered_logits_.data());
+  if (logits == nullptr) return;
+  for (int rank = 0; rank < t; ++rank) {
+    const dist::Range cols = dist::split(V, t, rank);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(&gathered_logits_[static_cast<size_t>(rank) * slice + static_cast<size_t>(r * width)], cols.size(),
+                  logits + r * V + cols.begin);
+  }
 }
 
 void DenseModel::attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch) {
@@ -184,6 +322,7 @@ void DenseModel::attention_block(const DenseLayer& L, int layer, const ForwardBa
   const AttentionShape shape{nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), cfg_.attention_window(layer)};
   paged_attention(*batch.kv, kv_layer, batch, flat_, shape, q_.data(), attn_.data(), pool_, scores_);
   L.wo.matmul(attn_.data(), n, tmp_.data(), pool_);
+  all_reduce(tmp_.data(), n * H);  // row-parallel o_proj: sum the ranks' head groups
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
 }
 
@@ -192,14 +331,17 @@ void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
   feed_forward(L.ffn, xn_.data(), n, tmp_.data(), pool_, ffn_scratch_);
+  all_reduce(tmp_.data(), n * H);  // row-parallel down: sum the ranks' intermediate slices
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
 }
 
 void DenseModel::embed_rows(std::span<const int32_t> ids, float* out) const {
+  if (tp_.active()) fail("a tensor-parallel model does not lend its embedding to a drafter yet");
   embedding_rows(w_.embed, cfg_.vocab_size, cfg_.hidden_size, ids, out);
 }
 
 void DenseModel::output_head(const float* hidden, int64_t rows, float* logits) {
+  if (tp_.active()) fail("a tensor-parallel model does not lend its output head to a drafter yet");
   w_.lm_head.matmul(hidden, rows, logits, pool_);
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -313,8 +314,129 @@ Linear Linear::bind(Checkpoint& c, const std::string& weight_name, std::vector<i
   }
 }
 
+namespace {
+
+// A slice's bytes and the views over them (Linear::owned).
+struct SliceStorage {
+  std::vector<uint8_t> weight, scales;
+  TensorView weight_view, scales_view;
+};
+
+// Rows [rows) and units [units) of a tensor whose rows hold `row_units` units of unit_bytes.
+std::vector<uint8_t> copy_slice(const TensorView& t, int64_t row_units, size_t unit_bytes, dist::Range rows,
+                                dist::Range units) {
+  const size_t row_bytes = static_cast<size_t>(row_units) * unit_bytes;
+  const size_t bytes = static_cast<size_t>(units.size()) * unit_bytes;
+  ZEN_CHECK(t.nbytes >= static_cast<size_t>(rows.end) * row_bytes, t.name, " is shorter than its shape");
+  std::vector<uint8_t> out(static_cast<size_t>(rows.size()) * bytes);
+  for (int64_t r = rows.begin; r < rows.end; ++r)
+    std::memcpy(&out[static_cast<size_t>(r - rows.begin) * bytes],
+                t.data + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(units.begin) * unit_bytes, bytes);
+  return out;
+}
+
+std::string slice_name(const std::string& name, dist::Range rows, dist::Range cols) {
+  return name + "[" + std::to_string(rows.begin) + ":" + std::to_string(rows.end) + ", " + std::to_string(cols.begin) +
+         ":" + std::to_string(cols.end) + "]";
+}
+
+}  // namespace
+
+int64_t Linear::column_block(const Checkpoint& c, const std::string& weight_name, const QuantConfig& quant) {
+  const TensorView* t = c.peek(weight_name);
+  if (t == nullptr) return 1;
+  if (t->dtype == DType::U8) return 2 * kNvfp4Group;
+  if (t->dtype == DType::F8_E4M3) return quant.declared_for(module_of(weight_name)) == QuantAlgo::Fp8Block ? quant.block_cols : 1;
+  return dtype_block_elems(t->dtype);
+}
+
+Linear Linear::bind_slice(Checkpoint& c, const std::string& weight_name, std::vector<int64_t> shape,
+                          const QuantConfig& quant, dist::Range rows, dist::Range cols, Use use) {
+  Linear full = bind(c, weight_name, shape, quant, Use::Rows);
+  if (!full.valid()) return full;
+  const int64_t N = full.rows, K = full.cols;
+  ZEN_CHECK(rows.begin >= 0 && rows.begin <= rows.end && rows.end <= N && cols.begin >= 0 && cols.begin < cols.end &&
+                cols.end <= K,
+            weight_name, ": slice out of range");
+  if (rows == dist::Range{0, N} && cols == dist::Range{0, K}) {
+    if (use == Use::Matmul) full.prepare_matmul(c);
+    return full;
+  }
+  const std::string what = slice_name(weight_name, rows, cols);
+  auto require_unit = [&](int64_t unit, const std::string& of) {
+    if (cols.begin % unit != 0 || (cols.end % unit != 0 && cols.end != K))
+      fail(weight_name, ": tensor parallelism would cut its columns at ", cols.begin, "..", cols.end,
+           ", inside a block of ", unit, " (", of, "); choose a tensor parallel size whose split falls on blocks");
+  };
+  auto store = std::make_shared<SliceStorage>();
+  Linear L = full;
+  L.name = what;
+  L.rows = rows.size();
+  L.cols = cols.size();
+  L.packed = nullptr;
+  const TensorView& w = *full.weight;
+  switch (full.format) {
+    case LinearFormat::Plain: {
+      const int64_t unit = dtype_block_elems(w.dtype);
+      require_unit(unit, std::string(dtype_name(w.dtype)) + " blocks");
+      const dist::Range units{cols.begin / unit, (cols.end + unit - 1) / unit};
+      store->weight = copy_slice(w, K / unit, dtype_block_bytes(w.dtype), rows, units);
+      break;
+    }
+    case LinearFormat::Fp8:
+      store->weight = copy_slice(w, K, 1, rows, cols);
+      break;
+    case LinearFormat::Fp8Block: {
+      require_unit(full.block_cols, "an FP8 scale tile");
+      if (rows.begin % full.block_rows != 0)
+        fail(weight_name, ": tensor parallelism would cut its rows at ", rows.begin, ", inside an FP8 scale tile of ",
+             full.block_rows, " rows");
+      store->weight = copy_slice(w, K, 1, rows, cols);
+      const int64_t grid_cols = ceil_div(K, full.block_cols);
+      L.block_scales.clear();
+      for (int64_t br = rows.begin / full.block_rows; br < ceil_div(rows.end, full.block_rows); ++br)
+        for (int64_t bc = cols.begin / full.block_cols; bc < ceil_div(cols.end, full.block_cols); ++bc)
+          L.block_scales.push_back(full.block_scales[static_cast<size_t>(br * grid_cols + bc)]);
+      break;
+    }
+    case LinearFormat::Nvfp4: {
+      require_unit(2 * kNvfp4Group, "NVFP4 packs groups of 16 in pairs");
+      store->weight = copy_slice(w, K / 2, 1, rows, {cols.begin / 2, cols.end / 2});
+      store->scales = copy_slice(*full.group_scales, K / kNvfp4Group, 1, rows,
+                                 {cols.begin / kNvfp4Group, cols.end / kNvfp4Group});
+      store->scales_view = {what + ".weight_scale", DType::F8_E4M3, {L.rows, L.cols / kNvfp4Group},
+                            store->scales.data(), store->scales.size()};
+      L.group_scales = &store->scales_view;
+      break;
+    }
+    case LinearFormat::Invalid: break;
+  }
+  std::vector<int64_t> stored_shape = w.shape;
+  stored_shape[0] = L.rows;
+  stored_shape[1] = full.format == LinearFormat::Nvfp4 ? L.cols / 2 : L.cols;
+  store->weight_view = {what, w.dtype, stored_shape, store->weight.data(), store->weight.size()};
+  L.weight = &store->weight_view;
+  L.owned = store;
+  c.release_pages(w);  // what the slice needed is copied
+  if (full.group_scales != nullptr) c.release_pages(*full.group_scales);
+  if (use == Use::Matmul && packing_enabled()) {
+    if (L.format == LinearFormat::Plain && kernels::PackedMatrix::supports(w.dtype)) {
+      L.packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::pack(*L.weight));
+      // Matmul and row lookups read the packed copy only (see prepare_matmul).
+      store->weight = {};
+      store->weight_view.data = nullptr;
+      store->weight_view.nbytes = 0;
+    } else if (L.format == LinearFormat::Nvfp4 && !L.exact_activations) {
+      const kernels::Nvfp4Matrix m{L.weight->data, L.group_scales->data, L.rows, L.cols, L.scale};
+      if (kernels::PackedMatrix::nvfp4_packable(m))
+        L.packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::pack_nvfp4(m, what));
+    }
+  }
+  return L;
+}
+
 void Linear::prepare_matmul(const Checkpoint& c) {
-  if (packed || !packing_enabled()) return;
+  if (packed || owned || !packing_enabled()) return;  // a slice packs itself (bind_slice)
   if (format == LinearFormat::Plain && kernels::PackedMatrix::supports(weight->dtype)) {
     packed = std::make_shared<const kernels::PackedMatrix>(kernels::PackedMatrix::pack(*weight));
     c.release_pages(*weight);  // the copy is what matmul reads; keep RSS at one copy

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/thread_pool.h"
+#include "dist/tensor_parallel.h"
 #include "io/checkpoint.h"
 #include "io/tensor.h"
 #include "kernels/cpu/packed.h"
@@ -74,6 +75,8 @@ struct Linear {
   // Plain block formats with a row-interleaved form, on CPUs that run it: the weights in that
   // layout (matmul and dequantize_row read only this: a tied embedding shares its lm_head's).
   std::shared_ptr<const kernels::PackedMatrix> packed;
+  // A slice (bind_slice) owns its bytes and views; null for tensors read from the file.
+  std::shared_ptr<const void> owned;
 
   bool valid() const { return format != LinearFormat::Invalid; }
 
@@ -86,6 +89,16 @@ struct Linear {
   enum class Use : uint8_t { Matmul, Rows };
   static Linear bind(Checkpoint& ckpt, const std::string& weight_name, std::vector<int64_t> shape,
                      const QuantConfig& quant, Use use = Use::Matmul);
+  // Rows x cols of the matrix `weight_name` (whole shape [N, K] = shape), bound as bind() binds
+  // it and copied into memory of its own: a tensor-parallel rank's share. Column bounds must
+  // fall on the format's blocks (a GGUF block, an NVFP4 pair of groups, an FP8 scale tile;
+  // the end may be K); throws zen::Error naming the tensor and the block when they do not.
+  // A packed slice keeps only its packed copy. The file pages read are released.
+  static Linear bind_slice(Checkpoint& ckpt, const std::string& weight_name, std::vector<int64_t> shape,
+                           const QuantConfig& quant, dist::Range rows, dist::Range cols, Use use = Use::Matmul);
+  // The column granularity a slice of `weight_name` must keep: the GGUF block, 32 for NVFP4,
+  // the scale tile for block-scaled FP8, else 1 (also when the tensor is absent).
+  static int64_t column_block(const Checkpoint& ckpt, const std::string& weight_name, const QuantConfig& quant);
   // Packs the weight for matmul if its format has a packed form and it is not packed yet (a
   // tied lm_head bound as the embedding's Rows). The checkpoint must be the one bound from.
   void prepare_matmul(const Checkpoint& ckpt);

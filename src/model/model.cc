@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/mmap.h"
+#include "dist/model_identity.h"
 #include "model/dense.h"
 #include "model/hybrid.h"
 #include "model/linear.h"
@@ -44,6 +45,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     cfg = ModelConfig::from_hf(ckpt->hf_config());
     read_generation_config(ckpt->folder(), cfg);
   }
+  if (const dist::TensorParallel& tp = opts.tensor_parallel; tp.active()) {
+    if (const std::string problem = dist::tensor_parallel_problem(cfg, tp.size()); !problem.empty())
+      fail(path, ": cannot run with --tensor-parallel-size ", tp.size(), ": ", problem);
+    dist::check_same_model(*tp.comm, *ckpt);
+  }
   // Weights first, so a broken checkpoint is reported by tensor name before anything else.
   const GgufFile* gguf = ckpt->gguf();
   const std::string folder = ckpt->folder();
@@ -69,6 +75,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   model->checkpoint().release_loader_pages();
   return model;
 }
+
+void Model::serve_steps() { fail(config().architecture, ": this model has no tensor-parallel form"); }
 
 void check_tap_layers(const ForwardBatch& batch, int64_t num_layers) {
   if (batch.taps != nullptr)

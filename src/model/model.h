@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/tensor_parallel.h"
 #include "io/checkpoint.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
@@ -71,6 +72,10 @@ struct LoadOptions {
   // integer dot products (as llama.cpp does for its 4-bit formats), about 2x faster; true keeps
   // them f32, which matches transformers on the dequantized weights to f32 rounding.
   bool nvfp4_exact_activations = false;
+  // Tensor parallelism over these ranks (src/dist): each binds its slice of every weight, and
+  // rank 0's forward() runs on all of them. Checked against the config and the other ranks'
+  // checkpoints at load.
+  dist::TensorParallel tensor_parallel;
 };
 
 class Model {
@@ -100,6 +105,10 @@ class Model {
   // [rows, vocab]). Models that cannot lend them throw zen::Error.
   virtual void embed_rows(std::span<const int32_t> ids, float* out) const;
   virtual void output_head(const float* hidden, int64_t rows, float* logits);
+
+  // Tensor parallelism, on ranks other than 0: runs the forwards that rank 0's forward()
+  // broadcasts, until rank 0's model is destroyed. Models without a sharded form throw.
+  virtual void serve_steps();
 };
 
 }  // namespace zen

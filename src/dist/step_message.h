@@ -1,0 +1,41 @@
+// The step rank 0 broadcasts to the other ranks of a tensor-parallel model before each forward:
+// the sequences' new tokens, positions, block tables and state slots, and the KV pool's shape
+// (each rank keeps a pool of the same blocks holding its own KV heads). Sampling, scheduling,
+// prefix caching and speculation stay on rank 0; the ranks only run the forward.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace zen::dist {
+
+enum class StepKind : uint32_t { Stop = 0, Forward = 1 };
+
+// Fixed-size: what a waiting rank receives first.
+struct StepHeader {
+  StepKind kind = StepKind::Stop;
+  uint32_t reserved = 0;
+  uint64_t body_bytes = 0;
+};
+
+struct PoolShape {
+  uint64_t id = 0;  // which of rank 0's pools (a new id: the ranks start a new pool)
+  int64_t num_blocks = 0, block_size = 0;
+  KvDType dtype = KvDType::F32;
+  bool operator==(const PoolShape&) const = default;
+};
+
+std::vector<uint8_t> encode_step(const ForwardBatch& batch);
+
+// A received step: its slices point into `body`, which it owns.
+struct DecodedStep {
+  std::vector<uint8_t> body;
+  PoolShape pool;
+  std::vector<SeqSlice> seqs;
+};
+// Throws zen::Error on a truncated or inconsistent body.
+DecodedStep decode_step(std::vector<uint8_t> body);
+
+}  // namespace zen::dist

@@ -1,0 +1,47 @@
+// Tensor parallelism (Megatron / vLLM style) for the models: which slice of each weight a rank
+// binds, and the config a rank runs with.
+//
+//   column-parallel (rows of W split):  q/k/v by heads, gate/up by intermediate rows,
+//                                       lm_head and the embedding by vocabulary rows
+//   row-parallel (columns of W split):  o_proj by heads, down by intermediate columns;
+//                                       their partial outputs are summed by ONE all-reduce
+// A rank's config is the model's with its own head counts and intermediate size, so its KV
+// pool holds only its KV heads and the layer code runs unchanged on the local shapes.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "dist/communicator.h"
+#include "model/config.h"
+
+namespace zen::dist {
+
+struct Range {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+  bool operator==(const Range&) const = default;
+};
+
+// Part `part` of `parts` of n items cut at multiples of `unit` (a quant block, a head): the
+// first parts take ceil(units / parts) units, later ones what is left (possibly nothing).
+Range split(int64_t n, int parts, int part, int64_t unit = 1);
+
+struct TensorParallel {
+  Communicator* comm = nullptr;  // null or size 1: no tensor parallelism
+  bool active() const { return comm != nullptr && comm->size() > 1; }
+  int rank() const { return comm != nullptr ? comm->rank() : 0; }
+  int size() const { return comm != nullptr ? comm->size() : 1; }
+};
+
+// The attention heads of rank r of t: query heads split evenly; KV heads split when t divides
+// them, else each rank holds the one KV head its query heads read (replicated t / KV times).
+struct HeadShard {
+  Range q_heads, kv_heads;
+};
+HeadShard head_shard(const ModelConfig& cfg, int t, int r);
+
+// Why cfg cannot run with tensor parallel size t ("" when it can): heads that do not split,
+// model kinds not sharded yet.
+std::string tensor_parallel_problem(const ModelConfig& cfg, int t);
+
+}  // namespace zen::dist
