@@ -9,6 +9,7 @@ cd "$(dirname "$0")"
 APT_PACKAGES=(g++ cmake ninja-build python3-venv nlohmann-json3-dev libgtest-dev libgmock-dev
               libbenchmark-dev libhwy-dev libcpp-httplib-dev libssl-dev pkg-config
               clang libclang-rt-dev  # libFuzzer for tools/fuzz.sh
+              libopenmpi-dev openmpi-bin  # multi-process inference (src/dist) and its tests
               chromium chromium-driver)  # the last two: the chat page's browser test
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"

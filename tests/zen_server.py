@@ -12,9 +12,10 @@ from conftest import DEFAULT_MODEL, ZEN
 
 
 class ZenServer:
-    def __init__(self, *args, model=DEFAULT_MODEL, env=None):
+    def __init__(self, *args, model=DEFAULT_MODEL, env=None, launcher=(), threads=2):
+        """launcher: a command in front of zen (mpirun -np 2 ...) for multi-process serving."""
         self.model_path = model
-        cmd = [str(ZEN), "serve", "--model", str(model), "--port", "0", "--threads", "2",
+        cmd = [*launcher, str(ZEN), "serve", "--model", str(model), "--port", "0", "--threads", str(threads),
                "--context-window", "4096", "--kv-memory", "1G", *map(str, args)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.output = []

@@ -26,7 +26,7 @@ std::vector<FlagSpec> with_parallel_flags(std::vector<FlagSpec> specs) {
   specs.push_back({"tensor-parallel-size", FlagKind::Int,
                    "split every layer over this many MPI ranks (launch with mpirun -np N; default 1)", {}});
   specs.push_back({"pipeline-parallel-size", FlagKind::Int, "pipeline stages (not implemented yet; 1 only)", {}});
-  specs.push_back({"enable-expert-parallel", FlagKind::Bool, "split MoE experts over the ranks (not implemented yet)", {}});
+  specs.push_back({"enable-expert-parallel", FlagKind::Bool, "MoE layers: whole experts per rank (E / T each; the shared expert and the rest split by tensor parallelism)", {}});
   return specs;
 }
 
@@ -36,8 +36,6 @@ void apply_parallel_flags(const Flags& f, LoadOptions& load) {
   if (tp < 1) fail("--tensor-parallel-size must be at least 1, got ", tp);
   if (f.integer("pipeline-parallel-size", 1) != 1)
     fail("--pipeline-parallel-size: pipeline parallelism is not implemented yet (zen plan lays it out)");
-  if (f.flag("enable-expert-parallel"))
-    fail("--enable-expert-parallel: expert parallelism is not implemented yet (zen plan lays it out)");
   if (tp > 1 && world.size() == 1) {
     if (!dist::mpi_available())
       fail("--tensor-parallel-size ", tp, " needs MPI, and this zen was built without it (install libopenmpi-dev and rebuild)");
@@ -48,6 +46,7 @@ void apply_parallel_flags(const Flags& f, LoadOptions& load) {
          " (tensor parallelism is the only layout so far: the two must be equal)");
   if (tp == 1) return;
   load.tensor_parallel.comm = &world;
+  load.tensor_parallel.expert_parallel = f.flag("enable-expert-parallel");
   if (load.n_threads == 0) {
     const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const int bound = allowed_cores();

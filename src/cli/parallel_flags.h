@@ -1,8 +1,9 @@
 // --tensor-parallel-size (vLLM's name) for zen run, serve and bench, launched as
 //   mpirun -np T zen serve --model M --tensor-parallel-size T
 // Rank 0 runs the command (HTTP server, scheduler, sampling); the other ranks load their
-// slices of the model and run the forwards rank 0 broadcasts. --pipeline-parallel-size and
-// --enable-expert-parallel are accepted by name and refused as not implemented yet.
+// slices of the model and run the forwards rank 0 broadcasts. --enable-expert-parallel splits
+// MoE layers by whole experts; --pipeline-parallel-size is accepted by name and refused as
+// not implemented yet.
 #pragma once
 #include <string>
 #include <vector>

@@ -36,7 +36,7 @@ const char* kModelHelp =
     "  (n-1)(alpha + b/beta), all-to-all (n-1) alpha + S/beta, send alpha + B/beta; alpha =\n"
     "  --latency-us, beta = --network Gbit/s / 8. tokens/s bound = 1 / (memory + network time).\n"
     "  TP: 2 all-reduces of [tokens, H] per layer + 1 for the vocab-split embedding + 1 all-gather\n"
-    "  of (max, index) for greedy argmax. EP: per MoE layer one all-reduce, or all-to-all dispatch\n"
+    "  of the f32 logits slices. EP: per MoE layer one all-reduce, or all-to-all dispatch\n"
     "  + combine (the cheaper at batch 1 is used, both shown with --layout). PP: one send of\n"
     "  [tokens, H] per stage boundary + the sampled token back to the first stage.\n";
 

@@ -24,7 +24,7 @@ HeadShard head_shard(const ModelConfig& cfg, int t, int r) {
   return s;
 }
 
-std::string tensor_parallel_problem(const ModelConfig& cfg, int t) {
+std::string tensor_parallel_problem(const ModelConfig& cfg, int t, bool expert_parallel) {
   if (t < 1) return "the tensor parallel size must be at least 1";
   if (t == 1) return "";
   plan::Layout layout;
@@ -32,7 +32,9 @@ std::string tensor_parallel_problem(const ModelConfig& cfg, int t) {
   if (std::string p = plan::layout_problem(cfg, layout); !p.empty()) return p;
   if (cfg.num_linear_layers() > 0)
     return "tensor parallelism of hybrid (Gated DeltaNet) models is not implemented yet";
-  if (cfg.num_experts > 0) return "tensor parallelism of mixture-of-experts models is not implemented yet";
+  if (cfg.num_experts > 0 && !expert_parallel)
+    return "a mixture-of-experts model splits its experts over the ranks: add --enable-expert-parallel "
+           "(slicing every expert over the ranks is not implemented)";
   return "";
 }
 

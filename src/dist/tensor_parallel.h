@@ -28,6 +28,9 @@ Range split(int64_t n, int parts, int part, int64_t unit = 1);
 
 struct TensorParallel {
   Communicator* comm = nullptr;  // null or size 1: no tensor parallelism
+  // MoE layers: whole experts per rank (--enable-expert-parallel); the shared expert and
+  // everything else still split as above. Slicing every expert instead is not implemented.
+  bool expert_parallel = false;
   bool active() const { return comm != nullptr && comm->size() > 1; }
   int rank() const { return comm != nullptr ? comm->rank() : 0; }
   int size() const { return comm != nullptr ? comm->size() : 1; }
@@ -41,7 +44,7 @@ struct HeadShard {
 HeadShard head_shard(const ModelConfig& cfg, int t, int r);
 
 // Why cfg cannot run with tensor parallel size t ("" when it can): heads that do not split,
-// model kinds not sharded yet.
-std::string tensor_parallel_problem(const ModelConfig& cfg, int t);
+// model kinds not sharded yet, a MoE model without expert parallelism.
+std::string tensor_parallel_problem(const ModelConfig& cfg, int t, bool expert_parallel);
 
 }  // namespace zen::dist

@@ -18,6 +18,8 @@
 
 namespace zen {
 
+class WeightNames;
+
 struct DenseLayer {
   std::vector<float> attn_norm;      // [H]
   Linear wq;    // [nh*hd, H]
@@ -56,6 +58,7 @@ class DenseModel final : public Model {
 
  private:
   void bind_weights(const LoadOptions& opts);  // takes every tensor from the checkpoint ledger
+  MoeShard moe_shard(const WeightNames& names, int layer, const QuantConfig& quant);
   void attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch);
   void mlp_block(const DenseLayer& L, int64_t n);
   void ensure_buffers(int64_t n);

@@ -46,7 +46,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     read_generation_config(ckpt->folder(), cfg);
   }
   if (const dist::TensorParallel& tp = opts.tensor_parallel; tp.active()) {
-    if (const std::string problem = dist::tensor_parallel_problem(cfg, tp.size()); !problem.empty())
+    if (const std::string problem = dist::tensor_parallel_problem(cfg, tp.size(), tp.expert_parallel); !problem.empty())
       fail(path, ": cannot run with --tensor-parallel-size ", tp.size(), ": ", problem);
     dist::check_same_model(*tp.comm, *ckpt);
   }

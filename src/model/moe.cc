@@ -51,14 +51,15 @@ const TensorView* take_stacked(Checkpoint& c, const std::string& name, const std
 }
 
 // Experts stacked as one tensor per projection: [E, rows_per_expert, cols].
+// Only the experts in `local` are viewed (an expert-parallel rank maps no other expert's pages).
 void bind_stacked(Checkpoint& c, std::deque<TensorView>& views, const std::string& name, int64_t E,
                   int64_t rows_per_expert, int64_t cols, int64_t take_rows, int64_t row_offset,
-                  std::vector<MoeExpert>& experts, Linear MoeExpert::*field) {
+                  std::vector<MoeExpert>& experts, Linear MoeExpert::*field, dist::Range local) {
   // The fused gate_up tensor is bound twice (gate rows, then up rows); it is taken once.
   const std::vector<int64_t> shape = {E, rows_per_expert, cols};
   const TensorView* t = row_offset == 0 ? take_stacked(c, name, shape) : c.peek(name);
   if (t == nullptr || t->shape != shape || !kernels::is_supported_weight_dtype(t->dtype)) return;
-  for (int64_t e = 0; e < E; ++e)
+  for (int64_t e = local.begin; e < local.end; ++e)
     experts[static_cast<size_t>(e)].*field = view_linear(views, *t, name + "[" + std::to_string(e) + "]",
                                                          e * rows_per_expert + row_offset, take_rows, cols);
 }
@@ -104,38 +105,53 @@ MoeShape MoeShape::from_config(const ModelConfig& cfg) {
 
 bool MoeWeights::valid() const {
   if (!router.valid() || experts.size() != static_cast<size_t>(shape.num_experts)) return false;
-  for (const MoeExpert& e : experts)
-    if (!all_valid(e)) return false;
+  for (int64_t e = local_experts.begin; e < local_experts.end; ++e)
+    if (!all_valid(experts[static_cast<size_t>(e)])) return false;
   return shape.shared_intermediate == 0 || (all_valid(shared) && shared_gate.valid());
 }
 
-MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const ModelConfig& cfg, const QuantConfig& quant) {
-  return bind_moe(c, prefix, MoeShape::from_config(cfg), quant);
+MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const ModelConfig& cfg, const QuantConfig& quant,
+                    const MoeShard& shard) {
+  return bind_moe(c, prefix, MoeShape::from_config(cfg), quant, shard);
 }
 
-MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const MoeShape& shape, const QuantConfig& quant) {
+MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const MoeShape& shape, const QuantConfig& quant,
+                    const MoeShard& shard) {
   ZEN_CHECK(shape.num_experts > 0 && shape.top_k > 0 && shape.top_k <= shape.num_experts &&
                 shape.expert_intermediate > 0 && shape.hidden > 0,
             "bind_moe: invalid MoE shape for ", prefix);
   const int64_t H = shape.hidden, E = shape.num_experts, I = shape.expert_intermediate;
   const int64_t Is = shape.shared_intermediate;
+  const dist::Range local = shard.whole ? dist::Range{0, E} : shard.experts;
+  const dist::Range shared_rows = shard.whole ? dist::Range{0, Is} : shard.shared_rows;
+  ZEN_CHECK(local.begin >= 0 && local.begin <= local.end && local.end <= E && shared_rows.begin >= 0 &&
+                shared_rows.end <= Is && (Is == 0 || shared_rows.size() > 0),
+            "bind_moe: invalid shard of ", prefix);
   MoeWeights w;
   w.shape = shape;
+  w.local_experts = local;
   w.experts.resize(static_cast<size_t>(E));
   auto views = std::make_shared<std::deque<TensorView>>();
   auto bind = [&](const std::string& name, int64_t rows, int64_t cols) {
     return Linear::bind(c, name, {rows, cols}, quant);
   };
+  // The shared expert, split by intermediate rows on a shard: gate/up rows, down columns.
+  auto bind_shared = [&](const std::string& gate, const std::string& up, const std::string& down) {
+    if (shared_rows.size() == Is) return MoeExpert{bind(gate, Is, H), bind(up, Is, H), bind(down, H, Is)};
+    const dist::Range all_h{0, H};
+    return MoeExpert{Linear::bind_slice(c, gate, {Is, H}, quant, shared_rows, all_h),
+                     Linear::bind_slice(c, up, {Is, H}, quant, shared_rows, all_h),
+                     Linear::bind_slice(c, down, {H, Is}, quant, all_h, shared_rows)};
+  };
 
   if (c.format() == CheckpointFormat::Gguf) {
     const std::string p = prefix + ".";
     w.router = bind(p + "ffn_gate_inp.weight", E, H);
-    bind_stacked(c, *views, p + "ffn_gate_exps.weight", E, I, H, I, 0, w.experts, &MoeExpert::gate);
-    bind_stacked(c, *views, p + "ffn_up_exps.weight", E, I, H, I, 0, w.experts, &MoeExpert::up);
-    bind_stacked(c, *views, p + "ffn_down_exps.weight", E, H, I, H, 0, w.experts, &MoeExpert::down);
+    bind_stacked(c, *views, p + "ffn_gate_exps.weight", E, I, H, I, 0, w.experts, &MoeExpert::gate, local);
+    bind_stacked(c, *views, p + "ffn_up_exps.weight", E, I, H, I, 0, w.experts, &MoeExpert::up, local);
+    bind_stacked(c, *views, p + "ffn_down_exps.weight", E, H, I, H, 0, w.experts, &MoeExpert::down, local);
     if (Is > 0) {
-      w.shared = {bind(p + "ffn_gate_shexp.weight", Is, H), bind(p + "ffn_up_shexp.weight", Is, H),
-                  bind(p + "ffn_down_shexp.weight", H, Is)};
+      w.shared = bind_shared(p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight", p + "ffn_down_shexp.weight");
       // llama.cpp stores the shared gate as a vector [H].
       const std::string gate_name = p + "ffn_gate_inp_shexp.weight";
       if (const TensorView* t = c.take(gate_name, {H}); t != nullptr && t->shape == std::vector<int64_t>{H})
@@ -145,19 +161,28 @@ MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const MoeShape& sh
     const std::string p = prefix + ".";
     w.router = bind(p + "gate.weight", E, H);
     if (c.has(p + "experts.gate_up_proj") && !c.has(p + "experts.0.gate_proj.weight")) {
-      bind_stacked(c, *views, p + "experts.gate_up_proj", E, 2 * I, H, I, 0, w.experts, &MoeExpert::gate);
-      bind_stacked(c, *views, p + "experts.gate_up_proj", E, 2 * I, H, I, I, w.experts, &MoeExpert::up);
-      bind_stacked(c, *views, p + "experts.down_proj", E, H, I, H, 0, w.experts, &MoeExpert::down);
+      bind_stacked(c, *views, p + "experts.gate_up_proj", E, 2 * I, H, I, 0, w.experts, &MoeExpert::gate, local);
+      bind_stacked(c, *views, p + "experts.gate_up_proj", E, 2 * I, H, I, I, w.experts, &MoeExpert::up, local);
+      bind_stacked(c, *views, p + "experts.down_proj", E, H, I, H, 0, w.experts, &MoeExpert::down, local);
     } else {
-      for (int64_t e = 0; e < E; ++e) {
+      if (local.size() < E) {
+        // The other ranks' experts (weights and any scale tensors) are theirs to read.
+        std::string others;
+        for (int64_t e = 0; e < E; ++e)
+          if (e < local.begin || e >= local.end) others += (others.empty() ? "" : "|") + std::to_string(e);
+        std::string escaped;
+        for (char ch : p) escaped += ch == '.' ? std::string("\\.") : std::string(1, ch);
+        c.ignore(escaped + "experts\\.(" + others + ")\\..*", "an expert held by another rank (expert parallel)");
+      }
+      for (int64_t e = local.begin; e < local.end; ++e) {
         const std::string q = p + "experts." + std::to_string(e) + ".";
         w.experts[static_cast<size_t>(e)] = {bind(q + "gate_proj.weight", I, H), bind(q + "up_proj.weight", I, H),
                                              bind(q + "down_proj.weight", H, I)};
       }
     }
     if (Is > 0) {
-      w.shared = {bind(p + "shared_expert.gate_proj.weight", Is, H), bind(p + "shared_expert.up_proj.weight", Is, H),
-                  bind(p + "shared_expert.down_proj.weight", H, Is)};
+      w.shared = bind_shared(p + "shared_expert.gate_proj.weight", p + "shared_expert.up_proj.weight",
+                             p + "shared_expert.down_proj.weight");
       w.shared_gate = bind(p + "shared_expert_gate.weight", 1, H);
     }
   }
@@ -191,10 +216,14 @@ void moe_forward(const MoeWeights& w, const float* xn, int64_t n, float* out, Th
   moe_route(w, xn, n, pool, s);
   const int32_t* chosen = s.chosen.data();
 
-  // Group the (token, slot) pairs by expert, tokens in order within an expert.
+  // Group the (token, slot) pairs by expert, tokens in order within an expert; a shard groups
+  // only the pairs of its own experts (row_of -1 for the others).
+  const dist::Range local = w.local_experts;
+  auto is_local = [&](int32_t e) { return e >= local.begin && e < local.end; };
   int64_t* begin = grow(s.expert_begin, E + 1);
   std::fill(begin, begin + E + 1, 0);
-  for (int64_t i = 0; i < n * k; ++i) ++begin[chosen[i] + 1];
+  for (int64_t i = 0; i < n * k; ++i)
+    if (is_local(chosen[i])) ++begin[chosen[i] + 1];
   for (int64_t e = 0; e < E; ++e) begin[e + 1] += begin[e];
   int32_t* row_of = grow(s.row_of, n * k);
   float* gx = grow(s.grouped_x, n * k * H);
@@ -203,6 +232,10 @@ void moe_forward(const MoeWeights& w, const float* xn, int64_t n, float* out, Th
     cursor.assign(begin, begin + E);
     for (int64_t t = 0; t < n; ++t)
       for (int64_t j = 0; j < k; ++j) {
+        if (!is_local(chosen[t * k + j])) {
+          row_of[t * k + j] = -1;
+          continue;
+        }
         const int64_t row = cursor[static_cast<size_t>(chosen[t * k + j])]++;
         row_of[t * k + j] = static_cast<int32_t>(row);
         std::memcpy(gx + row * H, xn + t * H, static_cast<size_t>(H) * sizeof(float));
@@ -230,7 +263,7 @@ void moe_forward(const MoeWeights& w, const float* xn, int64_t n, float* out, Th
   // row counts; otherwise each expert's rows are split over the pool. Either way every output
   // row comes from the same kernels, so results do not depend on the choice.
   const auto threads = static_cast<int64_t>(pool.size());
-  const int64_t total_rows = n * k;
+  const int64_t total_rows = begin[E];
   if (threads > 1 && static_cast<int64_t>(active.size()) >= 2 * threads && most_rows * threads <= total_rows) {
     while (static_cast<int64_t>(s.inline_pools.size()) < threads) s.inline_pools.push_back(std::make_unique<ThreadPool>(1));
     pool.parallel_for(
@@ -253,11 +286,12 @@ void moe_forward(const MoeWeights& w, const float* xn, int64_t n, float* out, Th
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * H;
     std::fill(o, o + H, 0.0f);
-    for (int64_t j = 0; j < k; ++j) kernels::axpy_f32(weights[t * k + j], go + row_of[t * k + j] * H, o, H);
+    for (int64_t j = 0; j < k; ++j)
+      if (row_of[t * k + j] >= 0) kernels::axpy_f32(weights[t * k + j], go + row_of[t * k + j] * H, o, H);
   }
 
   if (w.shape.shared_intermediate > 0) {
-    const int64_t Is = w.shape.shared_intermediate;
+    const int64_t Is = w.shared.gate.rows;  // this rank's rows
     float* sg = grow(s.shared_gate, n * Is);
     float* su = grow(s.shared_up, n * Is);
     float* so = grow(s.shared_out, n * H);

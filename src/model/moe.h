@@ -38,6 +38,7 @@
 #include "base/thread_pool.h"
 #include "io/checkpoint.h"
 #include "io/tensor.h"
+#include "dist/tensor_parallel.h"
 #include "model/config.h"
 #include "model/linear.h"
 
@@ -60,11 +61,22 @@ struct MoeExpert {
   Linear down;  // [H, I]
 };
 
+// The part of a MoE block one rank of an expert-parallel job holds (everything by default):
+// whole routed experts [experts.begin, experts.end), and rows [shared_rows) of the shared
+// expert's intermediate (gate/up rows, down columns; tensor parallelism). The router and the
+// shared expert's gate are replicated. The rank's moe_forward output is its part of the sum;
+// an all-reduce over the ranks completes it.
+struct MoeShard {
+  bool whole = true;
+  dist::Range experts, shared_rows;
+};
+
 struct MoeWeights {
   MoeShape shape;
   Linear router;                    // [E, H]
-  std::vector<MoeExpert> experts;   // [E]
-  MoeExpert shared;                 // Is > 0 only ([Is, H], [Is, H], [H, Is])
+  std::vector<MoeExpert> experts;   // [E]; only local_experts are bound
+  dist::Range local_experts;        // [0, E) unless expert-parallel
+  MoeExpert shared;                 // Is > 0 only ([Is', H], [Is', H], [H, Is']; Is' = this rank's rows)
   Linear shared_gate;               // [1, H], Is > 0 only
   // Per-expert views into stacked tensors (GGUF, fused HF); Linears above point into them.
   std::shared_ptr<const std::deque<TensorView>> stacked_views;
@@ -92,12 +104,14 @@ struct MoeScratch {
 
 // Binds the block under `prefix` (see the header comment) from the checkpoint ledger; a
 // missing or mismatched tensor is recorded there, naming it, and leaves the result invalid.
+// A shard binds only its experts' tensors (the others are marked "held by another rank").
 MoeWeights bind_moe(Checkpoint& ckpt, const std::string& prefix, const MoeShape& shape,
-                    const QuantConfig& quant);
+                    const QuantConfig& quant, const MoeShard& shard = {});
 MoeWeights bind_moe(Checkpoint& ckpt, const std::string& prefix, const ModelConfig& cfg,
-                    const QuantConfig& quant);
+                    const QuantConfig& quant, const MoeShard& shard = {});
 
-// out[n, H] = MoE(xn[n, H]); see the contract above. out must not alias xn.
+// out[n, H] = MoE(xn[n, H]); see the contract above. out must not alias xn. A shard's out sums
+// only its own experts' terms (each token's in its top-k order) and its shared-expert rows.
 void moe_forward(const MoeWeights& w, const float* xn, int64_t n, float* out, ThreadPool& pool,
                  MoeScratch& scratch);
 

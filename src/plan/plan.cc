@@ -378,8 +378,12 @@ std::vector<CollectiveCall> step_collectives(const ModelConfig& c, const Layout&
       add(K::AllReduce, "Gated DeltaNet output (row-parallel out_proj)", s, t, k.linear, 1, T * row);
       add(K::AllReduce, "MLP output (row-parallel down_proj)", s, t, k.dense, 1, T * row);
       add(K::AllReduce, "MoE output (1/t of every expert, summed)", s, t, k.moe, 1, T * row);
-      // (max logit f32, vocabulary index i32) of each token from each rank's vocab slice.
-      if (last) add(K::AllGather, "greedy argmax (max, index) over the vocab split", s, t, 1, 0, T * 8);
+      // Each rank's f32 logits over its vocabulary rows (the sampler, logprobs and grammar masks
+      // read every logit); a greedy-only (max, index) exchange of 8 bytes a token would do
+      // for argmax decoding, which the engine does not separate yet.
+      if (last)
+        add(K::AllGather, "logits of the vocab split (f32)", s, t, 1, 0,
+            T * static_cast<double>((c.vocab_size + t - 1) / t) * 4);
     }
     if (L.ep > 1) {
       const int64_t e = L.ep;

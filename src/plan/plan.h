@@ -17,8 +17,9 @@
 //    Embedding split by vocabulary (ceil(V / t) rows): each rank looks up the rows it holds,
 //    zeros elsewhere, and ONE all-reduce of [tokens, H] sums them (vLLM's
 //    VocabParallelEmbedding; an all-gather would move the same bytes). lm_head split by
-//    vocabulary: greedy decoding needs only the per-rank (max logit f32, index i32) of each
-//    token, ONE all-gather of 8 bytes per token per rank, never the full logits.
+//    vocabulary: ONE all-gather of each rank's f32 logits slice [tokens, ceil(V / t)] (what the
+//    MPI engine does: the sampler, logprobs and grammar masks read every logit; greedy-only
+//    decoding could exchange an 8-byte (max, index) per token instead).
 //  - EP=e (MoE models only): the routed experts split in E / e whole experts per rank; router,
 //    attention, dense MLP layers, shared experts, embedding and lm_head are replicated on every
 //    rank (no TP inside). Two ways to run a MoE layer:

@@ -104,7 +104,7 @@ TEST(Plan, TinyTensorParallelTwo) {
   EXPECT_EQ(p.kv_heads_per_rank, 1);
   EXPECT_EQ(p.kv_replication, 1);
   // All-reduces: embedding 1 + attention 2 layers + dense MLP 1 + MoE 1 = 2 x layers + 1;
-  // one all-gather of (max, index) for the argmax.
+  // one all-gather of the vocab-split logits.
   EXPECT_EQ(calls_of(p.collectives, CollectiveKind::AllReduce), 2 * 2 + 1);
   EXPECT_EQ(calls_of(p.collectives, CollectiveKind::AllGather), 1);
   EXPECT_EQ(p.calls_per_token, 6);
@@ -115,13 +115,13 @@ TEST(Plan, TinyTensorParallelTwo) {
       EXPECT_EQ(call.wire_bytes, 16);        // 2 (n-1)/n B
       EXPECT_DOUBLE_EQ(call.seconds, 2 * (kAlpha + 8 / kBeta));
     } else {
-      EXPECT_EQ(call.payload_bytes, 8);  // f32 max + i32 index
-      EXPECT_EQ(call.wire_bytes, 8);
-      EXPECT_DOUBLE_EQ(call.seconds, kAlpha + 8 / kBeta);
+      EXPECT_EQ(call.payload_bytes, 32);  // this rank's 8 of the 16 logits, f32
+      EXPECT_EQ(call.wire_bytes, 32);     // (n-1) x the payload
+      EXPECT_DOUBLE_EQ(call.seconds, kAlpha + 32 / kBeta);
     }
   }
-  EXPECT_DOUBLE_EQ(p.wire_bytes_per_token, 5 * 16 + 8);
-  EXPECT_DOUBLE_EQ(p.network_seconds, 5 * 2 * (kAlpha + 8 / kBeta) + kAlpha + 8 / kBeta);
+  EXPECT_DOUBLE_EQ(p.wire_bytes_per_token, 5 * 16 + 32);
+  EXPECT_DOUBLE_EQ(p.network_seconds, 5 * 2 * (kAlpha + 8 / kBeta) + kAlpha + 32 / kBeta);
   // Per rank: vocab halves 2 * 8 * 8, norms 40, attention 2 * (192 + 8), dense 3 * 8 * 6,
   // router 32, experts 4 * 3 * 8 * 3. The two ranks hold the model plus the replicated parts.
   const int64_t per_rank = 128 + 40 + 400 + 144 + 32 + 288;
@@ -142,7 +142,7 @@ TEST(Plan, TinyTensorParallelTwo) {
 
   // A batch of 3 tokens: the same calls, 3x the payload.
   for (const CollectiveCall& call : step_collectives(c, {2, 1, 1}, o, 3))
-    EXPECT_EQ(call.payload_bytes, call.kind == CollectiveKind::AllReduce ? 3 * 16 : 3 * 8);
+    EXPECT_EQ(call.payload_bytes, call.kind == CollectiveKind::AllReduce ? 3 * 16 : 3 * ((c.vocab_size + 1) / 2) * 4.0);
 }
 
 TEST(Plan, TinyTensorParallelFourReplicatesKvHeads) {
@@ -362,7 +362,7 @@ TEST(Plan, Zen6ShapedSplitsGatedDeltaNetHeads) {
   o.network_gbps = 100;
   const LayoutPlan p = plan_layout(c, o, {8, 1, 1});
   ASSERT_TRUE(p.valid);
-  // 16 attention + 48 Gated DeltaNet mixers + 64 MLPs + the embedding; argmax all-gather.
+  // 16 attention + 48 Gated DeltaNet mixers + 64 MLPs + the embedding; logits all-gather.
   EXPECT_EQ(calls_of(p.collectives, CollectiveKind::AllReduce), 16 + 48 + 64 + 1);
   EXPECT_EQ(calls_of(p.collectives, CollectiveKind::AllGather), 1);
   int64_t gdn_calls = 0;
