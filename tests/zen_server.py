@@ -1,7 +1,9 @@
 """Starts `zen serve` on 127.0.0.1 with a free port for the server tests."""
 import json
+import os
 import pathlib
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -15,6 +17,7 @@ class ZenServer:
     def __init__(self, *args, model=DEFAULT_MODEL, env=None, launcher=(), threads=2):
         """launcher: a command in front of zen (mpirun -np 2 ...) for multi-process serving."""
         self.model_path = model
+        self.stop_pid = None
         cmd = [*launcher, str(ZEN), "serve", "--model", str(model), "--port", "0", "--threads", str(threads),
                "--context-window", "4096", "--kv-memory", "1G", *map(str, args)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -80,7 +83,8 @@ class ZenServer:
     def stop(self):
         """Stops the server; it must shut down cleanly on SIGTERM (exit 0; under ASan a
         LeakSanitizer report at exit makes it non-zero)."""
-        self.proc.terminate()
+        # Under mpirun the signal goes to rank 0 (mpirun exits 1 on a SIGTERM of its own).
+        os.kill(self.stop_pid or self.proc.pid, signal.SIGTERM)
         try:
             self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:

@@ -119,12 +119,52 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
   return r;
 }
 
+// "1,2,3" or "1 2 3" -> ids, each checked against the vocabulary.
+std::vector<int32_t> parse_token_ids(const std::string& text, int64_t vocab) {
+  std::vector<int32_t> ids;
+  std::string word;
+  auto flush = [&] {
+    if (word.empty()) return;
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || v < 0 || v >= vocab)
+      fail("--prompt-ids: '", word, "' is not a token id of this model (0 to ", vocab - 1, ")");
+    ids.push_back(static_cast<int32_t>(v));
+    word.clear();
+  };
+  for (char ch : text) {
+    if (ch == ',' || ch == ' ') flush();
+    else word += ch;
+  }
+  flush();
+  if (ids.empty()) fail("--prompt-ids: no token ids given");
+  return ids;
+}
+
+// zen run --prompt-ids: generates and prints the ids (for models without a tokenizer).
+int run_on_ids(Model& model, const std::vector<int32_t>& ids, const GenerateOptions& opts, const LoadOptions& load) {
+  const GenerateResult r = generate(model, ids, opts);
+  std::string line;
+  for (size_t i = 0; i < r.tokens.size(); ++i) line += (i ? " " : "") + std::to_string(r.tokens[i]);
+  std::printf("%s\n", line.c_str());
+  std::fprintf(stderr, "finish: %s\n", r.finish_reason.c_str());
+  std::fputs(tensor_parallel_summary(load).c_str(), stderr);
+  return 0;
+}
+
 }  // namespace
 
 int run_command(int argc, char** argv) {
   Flags f("run", with_parallel_flags(with_weights_flags(with_speculative_flags({kModelFlag,
                   {"prompt", FlagKind::String, "the prompt text (or use --prompt-file)", {}},
                   {"prompt-file", FlagKind::String, "read the prompt from a file ('-' for stdin)", {}},
+                  {"prompt-ids", FlagKind::String,
+                   "the prompt as token ids (\"1,2,3\"); the output is printed as ids (no tokenizer needed)", {}},
                   {"chat", FlagKind::Bool, "format the prompt as a user turn with the model's chat template", {}},
                   {"system", FlagKind::String, "system message for --chat", {}},
                   {"no-think", FlagKind::Bool, "--chat: pass enable_thinking=false to the template (Qwen3)", {}},
@@ -144,8 +184,12 @@ int run_command(int argc, char** argv) {
   if (!f.positional().empty()) fail("unexpected argument '", f.positional()[0], "' (the prompt goes in --prompt)");
   EngineOptions engine_options;
   apply_speculative_flags(f, engine_options);
-  if (f.has("prompt") == f.has("prompt-file")) fail("give exactly one of --prompt TEXT or --prompt-file PATH");
-  const std::string prompt_text = f.has("prompt") ? f.str("prompt") : read_input_file(f.str("prompt-file"));
+  const bool by_ids = f.has("prompt-ids");
+  if (f.has("prompt") + f.has("prompt-file") + by_ids != 1)
+    fail("give exactly one of --prompt TEXT, --prompt-file PATH or --prompt-ids IDS");
+  if (by_ids && f.flag("chat")) fail("--chat needs a text prompt, not --prompt-ids");
+  const std::string prompt_text =
+      f.has("prompt") ? f.str("prompt") : f.has("prompt-file") ? read_input_file(f.str("prompt-file")) : "";
 
   GenerateOptions opts;
   opts.max_tokens = f.integer("max-tokens", 256);
@@ -167,11 +211,13 @@ int run_command(int argc, char** argv) {
   LoadOptions load;
   load.n_threads = threads_flag(f);
   load.nvfp4_exact_activations = f.flag("nvfp4-exact");
+  load.load_tokenizer = !by_ids;
   apply_parallel_flags(f, load);
   const std::string model_path = resolve_model_path(f.str("model"));
   verify_weights_flag(f, model_path, load.n_threads);
   auto model = Model::load(model_path, load);
   if (serve_as_worker(*model, load)) return 0;
+  if (by_ids) return run_on_ids(*model, parse_token_ids(f.str("prompt-ids"), model->config().vocab_size), opts, load);
   const Tokenizer& tok = *model->tokenizer();
 
   std::string text = prompt_text;

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <thread>
 
@@ -58,6 +59,11 @@ void apply_parallel_flags(const Flags& f, LoadOptions& load) {
 
 bool serve_as_worker(Model& model, const LoadOptions& load) {
   if (!load.tensor_parallel.active() || load.tensor_parallel.rank() == 0) return false;
+  // mpirun forwards SIGTERM / SIGINT to every rank: rank 0 shuts down cleanly and then
+  // releases this one, which must outlive it to be released (if rank 0 dies instead, mpirun
+  // ends this process anyway).
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
   model.serve_steps();
   return true;
 }

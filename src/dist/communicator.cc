@@ -1,5 +1,8 @@
 #include "dist/communicator.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -71,7 +74,16 @@ Session::Session(int* argc, char*** argv) {
   if (!mpi::available())
     fail("this process was started by an MPI launcher, but this zen was built without MPI "
          "(install libopenmpi-dev and rebuild: cmake finds it)");
+  // MPI starts threads of its own; they must not take SIGINT / SIGTERM (the default action
+  // would end the rank before zen serve's own handling shuts it down cleanly), so they are
+  // started with both blocked, and this thread's mask is restored after.
+  sigset_t stop, before;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, &before);
   world_slot() = mpi::init_world(argc, argv);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 Session::~Session() {

@@ -1,0 +1,221 @@
+"""Multi-process inference under a real `mpirun` (issue 22): tensor and expert parallelism give
+one process's greedy tokens, through shared memory and through TCP; zen serve answers 16
+concurrent requests as one process does; a killed rank ends the job; ranks that map different
+checkpoints, or a rank count that is not the tensor parallel size, refuse to start.
+Skipped, with the reason, where mpirun or an MPI build of zen is absent."""
+import concurrent.futures
+import json
+import os
+import pathlib
+import shutil
+import signal
+import struct
+import subprocess
+import time
+
+import pytest
+
+from conftest import DEFAULT_MODEL, ROOT, ZEN, need, zen
+
+FIXTURES = ROOT / "tests" / "fixtures" / "models"
+MPIRUN = shutil.which("mpirun")
+# Root in a container is the usual CI user; Open MPI refuses it unless told twice.
+MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+
+
+def _mpi_problem():
+    if MPIRUN is None:
+        return "mpirun is not installed (Debian: openmpi-bin)"
+    r = zen("run", "--help")
+    if "--tensor-parallel-size" not in r.stdout:
+        return "this zen has no --tensor-parallel-size"
+    probe = subprocess.run([MPIRUN, "-np", "2", str(ZEN), "run", "--model", FIXTURES / "qwen3_f32", "--prompt-ids",
+                            "1", "--max-tokens", "1", "--tensor-parallel-size", "2"],
+                           capture_output=True, text=True, timeout=120, env=MPI_ENV)
+    if "built without" in probe.stderr:
+        return "zen was built without MPI (libopenmpi-dev was absent at configure time)"
+    return ""
+
+
+PROBLEM = _mpi_problem()
+pytestmark = pytest.mark.skipif(bool(PROBLEM), reason=PROBLEM or "runs")
+
+
+def mpirun(*args, np=2, mca=(), timeout=300):
+    cmd = [MPIRUN, "-np", str(np), *mca, str(ZEN), *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=MPI_ENV)
+
+
+PROMPT = "def quicksort(items):\n    \"\"\"Sort a list.\"\"\"\n"
+
+
+@pytest.mark.parametrize("mca", [(), ("--mca", "btl", "tcp,self")], ids=["shared-memory", "tcp"])
+def test_tensor_parallel_two_ranks_equal_one_process_on_the_default_model(mca):
+    need(DEFAULT_MODEL, "the default model")
+    one = zen("run", "--prompt", PROMPT, "--max-tokens", "40", "--threads", "2", check=True)
+    two = mpirun("run", "--prompt", PROMPT, "--max-tokens", "40", "--tensor-parallel-size", "2", mca=mca)
+    assert two.returncode == 0, two.stderr
+    assert two.stdout == one.stdout
+    # Rank 0 reports what its collectives did: 2 all-reduces a layer + the embedding's, one
+    # all-gather of the logits, per forward.
+    assert "all-reduce 49.0 calls" in two.stderr and "all-gather 1.0 calls" in two.stderr, two.stderr
+
+
+@pytest.mark.parametrize("model", ["qwen2_moe_shared", "qwen3_moe_step2", "qwen3_moe_bf16_tied.gguf"])
+def test_expert_parallel_two_ranks_equal_one_process_on_moe_fixtures(model):
+    ids = ",".join(str((i * 37 + 11) % 100) for i in range(30))
+    args = ["run", "--model", FIXTURES / model, "--prompt-ids", ids, "--max-tokens", "24", "--ignore-eos"]
+    one = zen(*args, "--threads", "1", check=True)
+    for mca in [(), ("--mca", "btl", "tcp,self")]:
+        two = mpirun(*args, "--tensor-parallel-size", "2", "--enable-expert-parallel", mca=mca)
+        assert two.returncode == 0, two.stderr
+        assert two.stdout == one.stdout and len(one.stdout.split()) == 24
+
+
+def test_moe_without_expert_parallel_and_hybrid_models_are_refused_with_the_reason():
+    moe = mpirun("run", "--model", FIXTURES / "qwen2_moe_shared", "--prompt-ids", "1", "--tensor-parallel-size", "2")
+    assert moe.returncode != 0 and "--enable-expert-parallel" in moe.stderr, moe.stderr
+    hybrid = mpirun("run", "--model", FIXTURES / "qwen3_5_text_f32", "--prompt-ids", "1", "--tensor-parallel-size", "2")
+    assert hybrid.returncode != 0 and "hybrid" in hybrid.stderr, hybrid.stderr
+
+
+def test_rank_count_must_equal_the_tensor_parallel_size():
+    r = mpirun("run", "--model", FIXTURES / "qwen3_f32", "--prompt-ids", "1", "--tensor-parallel-size", "4")
+    assert r.returncode != 0 and "mpirun started 2 ranks but --tensor-parallel-size is 4" in r.stderr, r.stderr
+    r = zen("run", "--model", FIXTURES / "qwen3_f32", "--prompt-ids", "1", "--tensor-parallel-size", "2")
+    assert r.returncode != 0 and "launch with mpirun -np 2" in r.stderr, r.stderr
+
+
+def _corrupt_copy(src, dst):
+    """dst: src's folder with the first bytes of one tensor's data changed; returns its name."""
+    shutil.copytree(src, dst)
+    path = dst / "model.safetensors"
+    raw = bytearray(path.read_bytes())
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    name = sorted(k for k in header if k != "__metadata__")[3]
+    begin = 8 + n + header[name]["data_offsets"][0]
+    raw[begin:begin + 4] = bytes(b ^ 0x5A for b in raw[begin:begin + 4])
+    path.write_bytes(bytes(raw))
+    return name
+
+
+def test_ranks_that_map_different_weights_refuse_naming_the_tensor(tmp_path):
+    good = FIXTURES / "qwen3_f32"
+    name = _corrupt_copy(good, tmp_path / "other")
+    common = ["--prompt-ids", "1,2", "--max-tokens", "2", "--tensor-parallel-size", "2"]
+    cmd = [MPIRUN, "-np", "1", str(ZEN), "run", "--model", str(good), *common,
+           ":", "-np", "1", str(ZEN), "run", "--model", str(tmp_path / "other"), *common]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=MPI_ENV)
+    assert r.returncode != 0
+    assert "the weights differ, first in " + name in r.stderr, r.stderr
+
+
+def _rank_pids(launcher_pid):
+    """{rank: pid} of the zen processes under one mpirun."""
+    ranks = {}
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(ZEN).encode() not in cmdline.split(b"\0")[0]:
+            continue
+        vars = dict(v.split(b"=", 1) for v in env if b"=" in v)
+        if vars.get(b"OMPI_COMM_WORLD_RANK") is None:
+            continue
+        # Our job only: a descendant of this mpirun.
+        pid = int(proc.name)
+        parent = pid
+        while parent > 1:
+            try:
+                stat = (pathlib.Path("/proc") / str(parent) / "stat").read_text()
+            except OSError:
+                break
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent == launcher_pid:
+                ranks[int(vars[b"OMPI_COMM_WORLD_RANK"])] = pid
+                break
+    return ranks
+
+
+def _serve(*args):
+    from zen_server import ZenServer
+    server = ZenServer(*args, launcher=(MPIRUN, "-np", "2"), threads=1, env=MPI_ENV)
+    server.stop_pid = _rank_pids(server.proc.pid).get(0)  # rank 0 shuts down and releases rank 1
+    return server
+
+
+# The default model's logits on two ranks stay within 0.36 of one process's (int8 activation
+# requantization; src/dist/tensor_parallel_test.cc): greedy tokens are equal except where one
+# process's top two are that close.
+NEAR_TIE = 0.5
+
+
+def test_serve_on_two_ranks_answers_16_concurrent_requests_as_one_process():
+    need(DEFAULT_MODEL, "the default model")
+    from zen_server import ZenServer
+    prompts = [f"# Python: a function number {i} that returns the {i}th prime.\ndef " for i in range(16)]
+
+    def answers(server):
+        client = server.client()
+
+        def one(p):
+            r = client.completions.create(model=server.model, prompt=p, max_tokens=24, temperature=0, logprobs=2)
+            lp = r.choices[0].logprobs
+            return lp.tokens, lp.top_logprobs, r.usage.completion_tokens
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            return list(pool.map(one, prompts))
+
+    single = ZenServer("--max-num-seqs", "16")
+    try:
+        want = answers(single)
+    finally:
+        single.stop()
+    tp = _serve("--max-num-seqs", "16", "--tensor-parallel-size", "2")
+    try:
+        got = answers(tp)
+    finally:
+        tp.stop()  # SIGTERM to rank 0: it shuts down, releases rank 1, mpirun exits 0
+    equal = 0
+    for (w_tokens, w_top, w_n), (g_tokens, _, g_n) in zip(want, got):
+        assert g_n == w_n == 24
+        if g_tokens == w_tokens:
+            equal += 1
+            continue
+        i = next(i for i, (a, b) in enumerate(zip(w_tokens, g_tokens)) if a != b)
+        # Where they part, one process ranked the two ranks' token second, within the bound.
+        assert g_tokens[i] in w_top[i], (i, w_tokens[i], g_tokens[i], w_top[i])
+        assert w_top[i][w_tokens[i]] - w_top[i][g_tokens[i]] <= NEAR_TIE, (i, w_top[i])
+    print(f"{equal} of 16 answers equal to one process's")
+    assert equal >= 12, f"only {equal} of 16 answers equal"
+
+
+def test_a_killed_rank_ends_the_job_with_a_message():
+    need(DEFAULT_MODEL, "the default model")
+    server = _serve("--tensor-parallel-size", "2")
+    try:
+        ranks = _rank_pids(server.proc.pid)
+        assert set(ranks) == {0, 1}, ranks
+        os.kill(ranks[1], signal.SIGKILL)
+        deadline = time.time() + 60
+        while server.proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        assert server.proc.poll() is not None, "the job outlived its killed rank by 60 s"
+        assert server.proc.returncode != 0
+        time.sleep(0.3)
+        text = "".join(server.output)
+        assert "rank 1" in text and ("signal 9" in text or "Killed" in text), text[-3000:]
+        # No rank is left behind.
+        assert all(not pathlib.Path(f"/proc/{pid}").exists() or
+                   "zombie" in pathlib.Path(f"/proc/{pid}/status").read_text() or
+                   " Z " in pathlib.Path(f"/proc/{pid}/stat").read_text()
+                   for pid in ranks.values())
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()
