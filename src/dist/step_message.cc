@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "base/error.h"
+#include "model/state_cache.h"
 
 namespace zen::dist {
 namespace {
@@ -69,6 +70,8 @@ std::vector<uint8_t> encode_step(const ForwardBatch& batch) {
   w.put<int64_t>(batch.kv->num_blocks());
   w.put<int64_t>(batch.kv->block_size());
   w.put<int32_t>(static_cast<int32_t>(batch.kv->dtype()));
+  w.put<uint64_t>(reinterpret_cast<uintptr_t>(batch.states));
+  w.put<int64_t>(batch.states != nullptr ? batch.states->num_slots() : 0);
   w.put<uint64_t>(batch.seqs.size());
   for (const SeqSlice& s : batch.seqs) {
     w.put<int64_t>(s.pos);
@@ -91,6 +94,10 @@ DecodedStep decode_step(std::vector<uint8_t> body) {
   const auto dtype = r.get<int32_t>();
   if (dtype < 0 || dtype > static_cast<int32_t>(KvDType::F8_E5M2)) fail("step message: KV dtype ", dtype);
   d.pool.dtype = static_cast<KvDType>(dtype);
+  d.states_id = r.get<uint64_t>();
+  d.states_slots = r.get<int64_t>();
+  if (d.states_slots < 0 || (d.states_id != 0) != (d.states_slots > 0))
+    fail("step message: ", d.states_slots, " state slots");
   const auto n = r.get<uint64_t>();
   if (n > d.body.size()) fail("step message: ", n, " sequences in a ", d.body.size(), "-byte message");
   d.seqs.resize(static_cast<size_t>(n));

@@ -11,7 +11,15 @@
 
 namespace zen::dist {
 
-enum class StepKind : uint32_t { Stop = 0, Forward = 1 };
+// Forward: a batch (encode_step). StateOp: a copy or zeroing of recurrent-state slots that
+// rank 0's engine made between forwards (StateOp below), for the ranks to make in theirs.
+enum class StepKind : uint32_t { Stop = 0, Forward = 1, StateOp = 2 };
+
+struct StateOp {
+  uint64_t pool_id = 0;  // which of rank 0's state pools
+  int64_t num_slots = 0;
+  int32_t src = -1, dst = -1;  // src -1: zero dst
+};
 
 // Fixed-size: what a waiting rank receives first.
 struct StepHeader {
@@ -33,6 +41,8 @@ std::vector<uint8_t> encode_step(const ForwardBatch& batch);
 struct DecodedStep {
   std::vector<uint8_t> body;
   PoolShape pool;
+  uint64_t states_id = 0;      // rank 0's recurrent-state pool (0: none)
+  int64_t states_slots = 0;
   std::vector<SeqSlice> seqs;
 };
 // Throws zen::Error on a truncated or inconsistent body.

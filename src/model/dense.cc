@@ -7,7 +7,6 @@
 
 #include "base/error.h"
 #include "base/numeric.h"
-#include "dist/step_message.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant.h"
 #include "model/attention.h"
@@ -32,15 +31,11 @@ DenseModel::DenseModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::u
     : ckpt_(std::move(ckpt)), cfg_(std::move(cfg)), tok_(std::move(tok)), own_pool_(opts.shared_pool ? nullptr : std::make_unique<ThreadPool>(opts.n_threads)),
       pool_(opts.shared_pool ? *opts.shared_pool : *own_pool_),
       rope_(cfg_) {
-  tp_ = opts.tensor_parallel;
+  tp_.init(opts.tensor_parallel, cfg_.vocab_size);
   bind_weights(opts);
 }
 
-DenseModel::~DenseModel() {
-  if (!tp_.active() || tp_.rank() != 0) return;
-  dist::StepHeader stop;  // the other ranks leave serve_steps()
-  tp_.comm->broadcast_idle(&stop, sizeof(stop), 0);
-}
+DenseModel::~DenseModel() { tp_.send_stop(); }
 
 void DenseModel::bind_weights(const LoadOptions& opts) {
   const WeightNames names(ckpt_->format() == CheckpointFormat::Gguf);
@@ -68,7 +63,7 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
   if (inter.size() == 0)
     fail("--tensor-parallel-size ", t, ": the intermediate size ", I, " in blocks of ", inter_unit,
          " leaves rank ", r, " no rows");
-  vocab_rows_ = dist::split(V, t, r);
+  const dist::Range vocab_rows = tp_.vocab_rows();
   cfg_.num_heads = heads.q_heads.size();
   cfg_.num_kv_heads = heads.kv_heads.size();
   cfg_.intermediate_size = inter.size();
@@ -96,11 +91,11 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
   if (t > 1) {
     // Vocabulary-parallel: this rank's rows of the embedding and the lm_head.
     if (tied) {
-      w_.lm_head = Linear::bind_slice(c, names.embed(), {V, H}, quant, vocab_rows_, all_h);
+      w_.lm_head = Linear::bind_slice(c, names.embed(), {V, H}, quant, vocab_rows, all_h);
       w_.embed = w_.lm_head;
     } else {
-      w_.embed = Linear::bind_slice(c, names.embed(), {V, H}, quant, vocab_rows_, all_h, Linear::Use::Rows);
-      w_.lm_head = Linear::bind_slice(c, names.lm_head(), {V, H}, quant, vocab_rows_, all_h);
+      w_.embed = Linear::bind_slice(c, names.embed(), {V, H}, quant, vocab_rows, all_h, Linear::Use::Rows);
+      w_.lm_head = Linear::bind_slice(c, names.lm_head(), {V, H}, quant, vocab_rows, all_h);
     }
   } else {
     w_.embed = Linear::bind(c, names.embed(), {V, H}, quant, Linear::Use::Rows);
@@ -197,49 +192,11 @@ void DenseModel::forward(const ForwardBatch& batch, float* logits) {
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   check_tap_layers(batch, cfg_.num_layers);
   if (flat_.size() == 0) return;
-  broadcast_step(batch);
-  try {
-    forward_local(batch, logits);
-  } catch (const std::exception& e) {
-    tp_.comm->abort(std::string("a tensor-parallel forward failed on rank 0 after the step went out: ") + e.what());
-  }
-}
-
-void DenseModel::broadcast_step(const ForwardBatch& batch) {
-  std::vector<uint8_t> body = dist::encode_step(batch);
-  dist::StepHeader header;
-  header.kind = dist::StepKind::Forward;
-  header.body_bytes = body.size();
-  tp_.comm->broadcast_idle(&header, sizeof(header), 0);
-  tp_.comm->broadcast(body.data(), body.size(), 0);
+  tp_.forward(batch, [&] { forward_local(batch, logits); });
 }
 
 void DenseModel::serve_steps() {
-  if (!tp_.active() || tp_.rank() == 0) fail("serve_steps: only ranks other than 0 of a tensor-parallel model serve steps");
-  for (;;) {
-    dist::StepHeader header;
-    tp_.comm->broadcast_idle(&header, sizeof(header), 0);
-    if (header.kind == dist::StepKind::Stop) return;
-    std::vector<uint8_t> body(header.body_bytes);
-    tp_.comm->broadcast(body.data(), body.size(), 0);
-    try {
-      const dist::DecodedStep step = dist::decode_step(std::move(body));
-      // The same blocks as rank 0's pool, holding this rank's KV heads.
-      const dist::PoolShape& shape = step.pool;
-      if (!worker_kv_ || worker_kv_id_ != shape.id || worker_kv_->num_blocks() != shape.num_blocks ||
-          worker_kv_->block_size() != shape.block_size || worker_kv_->dtype() != shape.dtype) {
-        worker_kv_.reset();
-        worker_kv_ = std::make_unique<KvPool>(cfg_, shape.num_blocks, shape.dtype, shape.block_size);
-        worker_kv_id_ = shape.id;
-      }
-      ForwardBatch batch;
-      batch.kv = worker_kv_.get();
-      batch.seqs = step.seqs;
-      forward_local(batch, nullptr);
-    } catch (const std::exception& e) {
-      tp_.comm->abort(std::string("a tensor-parallel step failed: ") + e.what());
-    }
-  }
+  tp_.serve(cfg_, [&](const ForwardBatch& batch) { forward_local(batch, nullptr); });
 }
 
 void DenseModel::forward_local(const ForwardBatch& batch, float* logits) {
@@ -249,7 +206,7 @@ void DenseModel::forward_local(const ForwardBatch& batch, float* logits) {
   const int64_t H = cfg_.hidden_size;
   ensure_buffers(n);
 
-  embed_tokens(n);
+  tp_.embed(w_.embed, flat_.ids, cfg_.hidden_size, x_.data());
   const int64_t half = rope_.dim() / 2;
   for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
 
@@ -265,50 +222,7 @@ void DenseModel::forward_local(const ForwardBatch& batch, float* logits) {
     const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
     kernels::rmsnorm(&x_[t * H], w_.final_norm.data(), static_cast<float>(cfg_.rms_norm_eps), H, &xn_[r * H]);
   }
-  compute_logits(rows, logits);
-}
-
-// x_[n, H] <- the embedding rows of the batch's tokens. Vocabulary-parallel: each rank looks up
-// the rows it holds, zeros elsewhere, and the all-reduce completes every row (exactly: the
-// other ranks add zeros).
-void DenseModel::embed_tokens(int64_t n) {
-  const int64_t H = cfg_.hidden_size;
-  for (int64_t t = 0; t < n; ++t) {
-    const int32_t id = flat_.ids[static_cast<size_t>(t)];
-    if (id >= vocab_rows_.begin && id < vocab_rows_.end) w_.embed.dequantize_row(id - vocab_rows_.begin, &x_[t * H]);
-    else std::fill_n(&x_[t * H], H, 0.0f);
-  }
-  all_reduce(x_.data(), n * H);
-}
-
-void DenseModel::all_reduce(float* data, int64_t n) {
-  if (tp_.active()) tp_.comm->all_reduce_sum(data, static_cast<size_t>(n));
-}
-
-// logits[rows, V] <- lm_head(xn_). Vocabulary-parallel: every rank computes its slice
-// [rows, V/t] and one all-gather brings them together (the sampler, logprobs and grammar masks
-// read every logit; each slice is padded to the widest).
-void DenseModel::compute_logits(int64_t rows, float* logits) {
-  if (!tp_.active()) return w_.lm_head.matmul(xn_.data(), rows, logits, pool_);
-  const int t = tp_.size();
-  const int64_t V = cfg_.vocab_size, width = dist::split(V, t, 0).size(), mine = vocab_rows_.size();
-  const auto slice = static_cast<size_t>(rows * width);
-  local_logits_.assign(slice, 0.0f);
-  gathered_logits_.resize(slice * static_cast<size_t>(t));
-  if (mine > 0) {
-    std::vector<float>& tmp = gathered_logits_;  // scratch until the gather overwrites it
-    w_.lm_head.matmul(xn_.data(), rows, tmp.data(), pool_);
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy_n(&tmp[static_cast<size_t>(r * mine)], mine, &local_logits_[static_cast<size_t>(r * width)]);
-  }
-  tp_.comm->all_gather(local_logits_.data(), slice * sizeof(float), gathered_logits_.data());
-  if (logits == nullptr) return;
-  for (int rank = 0; rank < t; ++rank) {
-    const dist::Range cols = dist::split(V, t, rank);
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy_n(&gathered_logits_[static_cast<size_t>(rank) * slice + static_cast<size_t>(r * width)], cols.size(),
-                  logits + r * V + cols.begin);
-  }
+  tp_.logits(w_.lm_head, xn_.data(), rows, cfg_.vocab_size, logits, pool_);
 }
 
 void DenseModel::attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch) {
@@ -343,7 +257,7 @@ void DenseModel::attention_block(const DenseLayer& L, int layer, const ForwardBa
   const AttentionShape shape{nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), cfg_.attention_window(layer)};
   paged_attention(*batch.kv, kv_layer, batch, flat_, shape, q_.data(), attn_.data(), pool_, scores_);
   L.wo.matmul(attn_.data(), n, tmp_.data(), pool_);
-  all_reduce(tmp_.data(), n * H);  // row-parallel o_proj: sum the ranks' head groups
+  tp_.all_reduce(tmp_.data(), n * H);  // row-parallel o_proj: sum the ranks' head groups
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
 }
 
@@ -352,7 +266,7 @@ void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
   feed_forward(L.ffn, xn_.data(), n, tmp_.data(), pool_, ffn_scratch_);
-  all_reduce(tmp_.data(), n * H);  // row-parallel down: sum the ranks' intermediate slices
+  tp_.all_reduce(tmp_.data(), n * H);  // row-parallel down: sum the ranks' intermediate slices
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
 }
 

@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "model/mlp.h"
 #include "model/rope.h"
+#include "model/tp_runtime.h"
 
 namespace zen {
 
@@ -64,21 +65,13 @@ class DenseModel final : public Model {
   void ensure_buffers(int64_t n);
   // The forward on this rank's slices (collectives included); logits may be null off rank 0.
   void forward_local(const ForwardBatch& batch, float* logits);
-  void embed_tokens(int64_t n);
-  void all_reduce(float* data, int64_t n);
-  void compute_logits(int64_t rows, float* logits);
-  void broadcast_step(const ForwardBatch& batch);
 
   std::unique_ptr<Checkpoint> ckpt_;
   ModelConfig cfg_;  // under tensor parallelism: this rank's heads and intermediate size
   std::unique_ptr<Tokenizer> tok_;
   // Tensor parallelism (dist/tensor_parallel.h): the embedding and lm_head hold vocabulary
-  // rows [vocab_rows_) of the whole model's.
-  dist::TensorParallel tp_;
-  dist::Range vocab_rows_;
-  std::vector<float> local_logits_, gathered_logits_;  // [rows, padded vocab slice], [ranks, ...]
-  std::unique_ptr<KvPool> worker_kv_;                   // ranks other than 0: their KV heads
-  uint64_t worker_kv_id_ = 0;
+  // rows tp_.vocab_rows() of the whole model's.
+  TpRuntime tp_;
   std::unique_ptr<ThreadPool> own_pool_;  // null when running on a shared pool
   ThreadPool& pool_;
   Rope rope_;

@@ -322,22 +322,34 @@ struct SliceStorage {
   TensorView weight_view, scales_view;
 };
 
-// Rows [rows) and units [units) of a tensor whose rows hold `row_units` units of unit_bytes.
-std::vector<uint8_t> copy_slice(const TensorView& t, int64_t row_units, size_t unit_bytes, dist::Range rows,
-                                dist::Range units) {
+int64_t total_rows(const std::vector<dist::Range>& rows) {
+  int64_t n = 0;
+  for (const dist::Range& r : rows) n += r.size();
+  return n;
+}
+
+// Rows [rows) (each range in turn) and units [units) of a tensor whose rows hold `row_units`
+// units of unit_bytes.
+std::vector<uint8_t> copy_slice(const TensorView& t, int64_t row_units, size_t unit_bytes,
+                                const std::vector<dist::Range>& rows, dist::Range units) {
   const size_t row_bytes = static_cast<size_t>(row_units) * unit_bytes;
   const size_t bytes = static_cast<size_t>(units.size()) * unit_bytes;
-  ZEN_CHECK(t.nbytes >= static_cast<size_t>(rows.end) * row_bytes, t.name, " is shorter than its shape");
-  std::vector<uint8_t> out(static_cast<size_t>(rows.size()) * bytes);
-  for (int64_t r = rows.begin; r < rows.end; ++r)
-    std::memcpy(&out[static_cast<size_t>(r - rows.begin) * bytes],
-                t.data + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(units.begin) * unit_bytes, bytes);
+  std::vector<uint8_t> out(static_cast<size_t>(total_rows(rows)) * bytes);
+  size_t at = 0;
+  for (const dist::Range& range : rows) {
+    ZEN_CHECK(t.nbytes >= static_cast<size_t>(range.end) * row_bytes, t.name, " is shorter than its shape");
+    for (int64_t r = range.begin; r < range.end; ++r, at += bytes)
+      std::memcpy(&out[at], t.data + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(units.begin) * unit_bytes,
+                  bytes);
+  }
   return out;
 }
 
-std::string slice_name(const std::string& name, dist::Range rows, dist::Range cols) {
-  return name + "[" + std::to_string(rows.begin) + ":" + std::to_string(rows.end) + ", " + std::to_string(cols.begin) +
-         ":" + std::to_string(cols.end) + "]";
+std::string slice_name(const std::string& name, const std::vector<dist::Range>& rows, dist::Range cols) {
+  std::string out = name + "[";
+  for (size_t i = 0; i < rows.size(); ++i)
+    out += (i ? "+" : "") + std::to_string(rows[i].begin) + ":" + std::to_string(rows[i].end);
+  return out + ", " + std::to_string(cols.begin) + ":" + std::to_string(cols.end) + "]";
 }
 
 }  // namespace
@@ -352,13 +364,19 @@ int64_t Linear::column_block(const Checkpoint& c, const std::string& weight_name
 
 Linear Linear::bind_slice(Checkpoint& c, const std::string& weight_name, std::vector<int64_t> shape,
                           const QuantConfig& quant, dist::Range rows, dist::Range cols, Use use) {
+  return bind_slice(c, weight_name, std::move(shape), quant, std::vector<dist::Range>{rows}, cols, use);
+}
+
+Linear Linear::bind_slice(Checkpoint& c, const std::string& weight_name, std::vector<int64_t> shape,
+                          const QuantConfig& quant, const std::vector<dist::Range>& rows, dist::Range cols, Use use) {
   Linear full = bind(c, weight_name, shape, quant, Use::Rows);
   if (!full.valid()) return full;
   const int64_t N = full.rows, K = full.cols;
-  ZEN_CHECK(rows.begin >= 0 && rows.begin <= rows.end && rows.end <= N && cols.begin >= 0 && cols.begin < cols.end &&
-                cols.end <= K,
-            weight_name, ": slice out of range");
-  if (rows == dist::Range{0, N} && cols == dist::Range{0, K}) {
+  ZEN_CHECK(!rows.empty() && cols.begin >= 0 && cols.begin < cols.end && cols.end <= K, weight_name,
+            ": slice out of range");
+  for (const dist::Range& r : rows)
+    ZEN_CHECK(r.begin >= 0 && r.begin <= r.end && r.end <= N, weight_name, ": slice out of range");
+  if (rows.size() == 1 && rows[0] == dist::Range{0, N} && cols == dist::Range{0, K}) {
     if (use == Use::Matmul) full.prepare_matmul(c);
     return full;
   }
@@ -371,7 +389,7 @@ Linear Linear::bind_slice(Checkpoint& c, const std::string& weight_name, std::ve
   auto store = std::make_shared<SliceStorage>();
   Linear L = full;
   L.name = what;
-  L.rows = rows.size();
+  L.rows = total_rows(rows);
   L.cols = cols.size();
   L.packed = nullptr;
   const TensorView& w = *full.weight;
@@ -388,15 +406,18 @@ Linear Linear::bind_slice(Checkpoint& c, const std::string& weight_name, std::ve
       break;
     case LinearFormat::Fp8Block: {
       require_unit(full.block_cols, "an FP8 scale tile");
-      if (rows.begin % full.block_rows != 0)
-        fail(weight_name, ": tensor parallelism would cut its rows at ", rows.begin, ", inside an FP8 scale tile of ",
-             full.block_rows, " rows");
+      for (const dist::Range& range : rows)
+        if (range.begin % full.block_rows != 0 ||
+            (range.end % full.block_rows != 0 && range.end != N && &range != &rows.back()))
+          fail(weight_name, ": tensor parallelism would cut its rows at ", range.begin, "..", range.end,
+               ", inside an FP8 scale tile of ", full.block_rows, " rows");
       store->weight = copy_slice(w, K, 1, rows, cols);
       const int64_t grid_cols = ceil_div(K, full.block_cols);
       L.block_scales.clear();
-      for (int64_t br = rows.begin / full.block_rows; br < ceil_div(rows.end, full.block_rows); ++br)
-        for (int64_t bc = cols.begin / full.block_cols; bc < ceil_div(cols.end, full.block_cols); ++bc)
-          L.block_scales.push_back(full.block_scales[static_cast<size_t>(br * grid_cols + bc)]);
+      for (const dist::Range& range : rows)
+        for (int64_t br = range.begin / full.block_rows; br < ceil_div(range.end, full.block_rows); ++br)
+          for (int64_t bc = cols.begin / full.block_cols; bc < ceil_div(cols.end, full.block_cols); ++bc)
+            L.block_scales.push_back(full.block_scales[static_cast<size_t>(br * grid_cols + bc)]);
       break;
     }
     case LinearFormat::Nvfp4: {

@@ -26,11 +26,18 @@ const float* StatePool::slot(int32_t i) const {
   return &data_[static_cast<size_t>(i) * static_cast<size_t>(stride_)];
 }
 
-void StatePool::zero(int32_t i) { std::fill_n(slot(i), floats_per_slot_, 0.0f); }
+void StatePool::zero(int32_t i) {
+  float* to = slot(i);
+  if (observer) observer(-1, i);
+  std::fill_n(to, floats_per_slot_, 0.0f);
+}
 
 void StatePool::copy(int32_t src, int32_t dst) {
   if (src == dst) return;
-  std::memcpy(slot(dst), slot(src), bytes_per_slot());
+  float* to = slot(dst);
+  const float* from = slot(src);
+  if (observer) observer(src, dst);
+  std::memcpy(to, from, bytes_per_slot());
 }
 
 int64_t recurrent_state_floats(const ModelConfig& cfg) {

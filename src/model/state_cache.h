@@ -5,6 +5,7 @@
 // state [Hv, Dk, Dv]; see model/gated_delta_net.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -23,6 +24,11 @@ class StatePool {
   const float* slot(int32_t i) const;
   void zero(int32_t i);
   void copy(int32_t src, int32_t dst);
+  // Tensor parallelism: rank 0's model watches its pool so that copies and zeroings made
+  // between forwards (prefix snapshots, speculative rollback) reach the other ranks' pools.
+  // Called before the operation; src -1 means zero(dst).
+  std::function<void(int32_t src, int32_t dst)> observer;
+  const void* observer_owner = nullptr;  // who installed it
 
  private:
   int64_t floats_per_slot_, num_slots_;

@@ -1,0 +1,155 @@
+#include "model/tp_runtime.h"
+
+#include <algorithm>
+#include <string>
+
+#include "base/error.h"
+#include "dist/step_message.h"
+
+namespace zen {
+
+TpRuntime::~TpRuntime() { watch_->runtime = nullptr; }
+
+void TpRuntime::init(const dist::TensorParallel& tp, int64_t vocab) {
+  tp_ = tp;
+  vocab_rows_ = dist::split(vocab, tp_.size(), tp_.rank());
+  watch_->runtime = this;
+}
+
+void TpRuntime::forward(const ForwardBatch& batch, const std::function<void()>& local) {
+  watch(batch.states);
+  std::vector<uint8_t> body = dist::encode_step(batch);
+  dist::StepHeader header;
+  header.kind = dist::StepKind::Forward;
+  header.body_bytes = body.size();
+  tp_.comm->broadcast_idle(&header, sizeof(header), 0);
+  tp_.comm->broadcast(body.data(), body.size(), 0);
+  watch_->in_forward = true;
+  try {
+    local();
+  } catch (const std::exception& e) {
+    tp_.comm->abort(std::string("a tensor-parallel forward failed on rank 0 after the step went out: ") + e.what());
+  }
+  watch_->in_forward = false;
+}
+
+void TpRuntime::send_stop() {
+  if (!tp_.active() || tp_.rank() != 0) return;
+  dist::StepHeader stop;
+  tp_.comm->broadcast_idle(&stop, sizeof(stop), 0);
+}
+
+// Rank 0's pool reports copies and zeroings made outside its forwards (the forward's own
+// zeroing of new sequences happens on every rank).
+void TpRuntime::watch(StatePool* states) {
+  if (states == nullptr || states->observer_owner == this) return;
+  std::shared_ptr<Watch> w = watch_;
+  const auto id = reinterpret_cast<uintptr_t>(states);
+  const int64_t slots = states->num_slots();
+  states->observer = [w, id, slots](int32_t src, int32_t dst) {
+    if (w->runtime == nullptr || w->in_forward) return;
+    w->runtime->send_state_op({id, slots, src, dst});
+  };
+  states->observer_owner = this;
+}
+
+void TpRuntime::send_state_op(const dist::StateOp& op) {
+  dist::StepHeader header;
+  header.kind = dist::StepKind::StateOp;
+  header.body_bytes = sizeof(op);
+  tp_.comm->broadcast_idle(&header, sizeof(header), 0);
+  dist::StateOp copy = op;
+  tp_.comm->broadcast(&copy, sizeof(copy), 0);
+}
+
+StatePool& TpRuntime::worker_states(const ModelConfig& local_cfg, uint64_t id, int64_t slots) {
+  if (!worker_states_ || worker_states_id_ != id || worker_states_->num_slots() != slots) {
+    worker_states_.reset();
+    worker_states_ = std::make_unique<StatePool>(recurrent_state_floats(local_cfg), slots);
+    worker_states_id_ = id;
+  }
+  return *worker_states_;
+}
+
+void TpRuntime::apply_state_op(const ModelConfig& local_cfg, const dist::StateOp& op) {
+  StatePool& states = worker_states(local_cfg, op.pool_id, op.num_slots);
+  if (op.src < 0) states.zero(op.dst);
+  else states.copy(op.src, op.dst);
+}
+
+void TpRuntime::serve(const ModelConfig& local_cfg, const std::function<void(const ForwardBatch&)>& local) {
+  if (!tp_.active() || tp_.rank() == 0) fail("serve_steps: only ranks other than 0 of a tensor-parallel model serve steps");
+  for (;;) {
+    dist::StepHeader header;
+    tp_.comm->broadcast_idle(&header, sizeof(header), 0);
+    if (header.kind == dist::StepKind::Stop) return;
+    std::vector<uint8_t> body(header.body_bytes);
+    tp_.comm->broadcast(body.data(), body.size(), 0);
+    try {
+      if (header.kind == dist::StepKind::StateOp) {
+        if (body.size() != sizeof(dist::StateOp)) fail("state operation message of ", body.size(), " bytes");
+        dist::StateOp op;
+        std::copy_n(body.data(), sizeof(op), reinterpret_cast<uint8_t*>(&op));
+        apply_state_op(local_cfg, op);
+        continue;
+      }
+      if (header.kind != dist::StepKind::Forward) fail("unknown step kind ", static_cast<uint32_t>(header.kind));
+      const dist::DecodedStep step = dist::decode_step(std::move(body));
+      // The same blocks as rank 0's pool, holding this rank's KV heads.
+      const dist::PoolShape& shape = step.pool;
+      if (!worker_kv_ || worker_kv_id_ != shape.id || worker_kv_->num_blocks() != shape.num_blocks ||
+          worker_kv_->block_size() != shape.block_size || worker_kv_->dtype() != shape.dtype) {
+        worker_kv_.reset();
+        worker_kv_ = std::make_unique<KvPool>(local_cfg, shape.num_blocks, shape.dtype, shape.block_size);
+        worker_kv_id_ = shape.id;
+      }
+      ForwardBatch batch;
+      batch.kv = worker_kv_.get();
+      if (step.states_id != 0) batch.states = &worker_states(local_cfg, step.states_id, step.states_slots);
+      batch.seqs = step.seqs;
+      local(batch);
+    } catch (const std::exception& e) {
+      tp_.comm->abort(std::string("a tensor-parallel step failed: ") + e.what());
+    }
+  }
+}
+
+void TpRuntime::all_reduce(float* data, int64_t n) {
+  if (tp_.active()) tp_.comm->all_reduce_sum(data, static_cast<size_t>(n));
+}
+
+void TpRuntime::embed(const Linear& embed, std::span<const int32_t> ids, int64_t H, float* x) {
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const int32_t id = ids[t];
+    float* row = x + static_cast<int64_t>(t) * H;
+    if (id >= vocab_rows_.begin && id < vocab_rows_.end) embed.dequantize_row(id - vocab_rows_.begin, row);
+    else std::fill_n(row, H, 0.0f);
+  }
+  all_reduce(x, static_cast<int64_t>(ids.size()) * H);
+}
+
+void TpRuntime::logits(const Linear& lm_head, const float* xn, int64_t rows, int64_t V, float* logits,
+                       ThreadPool& pool) {
+  if (!tp_.active()) return lm_head.matmul(xn, rows, logits, pool);
+  const int t = tp_.size();
+  const int64_t width = dist::split(V, t, 0).size(), mine = vocab_rows_.size();
+  const auto slice = static_cast<size_t>(rows * width);
+  local_logits_.assign(slice, 0.0f);
+  gathered_logits_.resize(slice * static_cast<size_t>(t));
+  if (mine > 0) {
+    std::vector<float>& tmp = gathered_logits_;  // scratch until the gather overwrites it
+    lm_head.matmul(xn, rows, tmp.data(), pool);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(&tmp[static_cast<size_t>(r * mine)], mine, &local_logits_[static_cast<size_t>(r * width)]);
+  }
+  tp_.comm->all_gather(local_logits_.data(), slice * sizeof(float), gathered_logits_.data());
+  if (logits == nullptr) return;
+  for (int rank = 0; rank < t; ++rank) {
+    const dist::Range cols = dist::split(V, t, rank);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(&gathered_logits_[static_cast<size_t>(rank) * slice + static_cast<size_t>(r * width)], cols.size(),
+                  logits + r * V + cols.begin);
+  }
+}
+
+}  // namespace zen

@@ -1,0 +1,83 @@
+// What a tensor-parallel model does besides running its sliced layers (dist/tensor_parallel.h),
+// shared by the dense and hybrid models:
+//   rank 0   validates a batch, sends it to the other ranks (send_forward), runs its own share;
+//            its engine's copies and zeroings of recurrent-state slots between forwards are
+//            sent too, so every rank's states stay those of the same tokens;
+//   rank > 0 serves the steps (serve) on KV and state pools of its own heads, with the same
+//            blocks and slots as rank 0's;
+//   all      sum row-parallel outputs (all_reduce), look up vocabulary-parallel embedding rows
+//            (embed) and gather vocabulary-parallel logits (logits).
+// A failure after a step went out ends the job (the other ranks would wait in a collective).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "dist/step_message.h"
+#include "dist/tensor_parallel.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/linear.h"
+#include "model/model.h"
+#include "model/state_cache.h"
+
+namespace zen {
+
+class TpRuntime {
+ public:
+  TpRuntime() = default;
+  ~TpRuntime();
+  TpRuntime(const TpRuntime&) = delete;
+  TpRuntime& operator=(const TpRuntime&) = delete;
+
+  void init(const dist::TensorParallel& tp, int64_t vocab);
+  const dist::TensorParallel& config() const { return tp_; }
+  bool active() const { return tp_.active(); }
+  int rank() const { return tp_.rank(); }
+  int size() const { return tp_.size(); }
+  dist::Range vocab_rows() const { return vocab_rows_; }
+
+  // Rank 0: sends the (validated) batch to the other ranks, then runs local(batch); an
+  // exception from local ends the job.
+  void forward(const ForwardBatch& batch, const std::function<void()>& local);
+  // Rank 0, when the model goes: the other ranks leave serve().
+  void send_stop();
+  // Ranks > 0: runs rank 0's steps until it stops. local_cfg sizes this rank's pools.
+  void serve(const ModelConfig& local_cfg, const std::function<void(const ForwardBatch&)>& local);
+
+  // data[n] <- the sum over ranks (nothing without tensor parallelism).
+  void all_reduce(float* data, int64_t n);
+  // x[ids.size(), H] <- rows of the vocabulary-parallel embedding (this rank's rows, zeros
+  // elsewhere, then the all-reduce: exact, the others add zeros).
+  void embed(const Linear& embed, std::span<const int32_t> ids, int64_t H, float* x);
+  // logits[rows, V] <- lm_head(xn): every rank its vocabulary slice, one all-gather (slices
+  // padded to the widest). logits may be null on ranks > 0.
+  void logits(const Linear& lm_head, const float* xn, int64_t rows, int64_t V, float* logits, ThreadPool& pool);
+
+ private:
+  void watch(StatePool* states);
+  void send_state_op(const dist::StateOp& op);
+  void apply_state_op(const ModelConfig& local_cfg, const dist::StateOp& op);
+  StatePool& worker_states(const ModelConfig& local_cfg, uint64_t id, int64_t slots);
+
+  dist::TensorParallel tp_;
+  dist::Range vocab_rows_;
+  std::vector<float> local_logits_, gathered_logits_;  // [rows, padded vocab slice], [ranks, ...]
+  // Rank 0: whether its own forward runs (its state operations then are the forward's own).
+  // Shared with the observers it installs, which may outlive it.
+  struct Watch {
+    TpRuntime* runtime = nullptr;
+    bool in_forward = false;
+  };
+  std::shared_ptr<Watch> watch_ = std::make_shared<Watch>();
+  // Ranks > 0: pools of this rank's heads mirroring rank 0's (by rank 0's pool identity).
+  std::unique_ptr<KvPool> worker_kv_;
+  uint64_t worker_kv_id_ = 0;
+  std::unique_ptr<StatePool> worker_states_;
+  uint64_t worker_states_id_ = 0;
+};
+
+}  // namespace zen
