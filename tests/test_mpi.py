@@ -1,5 +1,5 @@
 """Multi-process inference under a real `mpirun` (issue 22): tensor and expert parallelism give
-one process's greedy tokens, through shared memory and through TCP; zen serve answers 16
+one process's greedy tokens (dense, MoE and hybrid models), through shared memory and through TCP; zen serve answers 16
 concurrent requests as one process does; a killed rank ends the job; ranks that map different
 checkpoints, or a rank count that is not the tensor parallel size, refuse to start.
 Skipped, with the reason, where mpirun or an MPI build of zen is absent."""
@@ -62,22 +62,27 @@ def test_tensor_parallel_two_ranks_equal_one_process_on_the_default_model(mca):
     assert "all-reduce 49.0 calls" in two.stderr and "all-gather 1.0 calls" in two.stderr, two.stderr
 
 
-@pytest.mark.parametrize("model", ["qwen2_moe_shared", "qwen3_moe_step2", "qwen3_moe_bf16_tied.gguf"])
-def test_expert_parallel_two_ranks_equal_one_process_on_moe_fixtures(model):
-    ids = ",".join(str((i * 37 + 11) % 100) for i in range(30))
+@pytest.mark.parametrize("model,expert_parallel", [
+    ("qwen2_moe_shared", True), ("qwen3_moe_step2", True), ("qwen3_moe_bf16_tied.gguf", True),  # MoE
+    ("qwen3_5_text_f32", False), ("qwen3_next_f32", False), ("qwen3_5_tied_f32.gguf", False),  # hybrid
+    ("qwen3_5_moe_bf16", True)])  # hybrid MoE
+def test_two_ranks_equal_one_process_on_moe_and_hybrid_fixtures(model, expert_parallel):
+    ids = ",".join(str((i * 37 + 11) % 90) for i in range(30))
     args = ["run", "--model", FIXTURES / model, "--prompt-ids", ids, "--max-tokens", "24", "--ignore-eos"]
     one = zen(*args, "--threads", "1", check=True)
+    flags = ["--tensor-parallel-size", "2"] + (["--enable-expert-parallel"] if expert_parallel else [])
     for mca in [(), ("--mca", "btl", "tcp,self")]:
-        two = mpirun(*args, "--tensor-parallel-size", "2", "--enable-expert-parallel", mca=mca)
+        two = mpirun(*args, *flags, mca=mca)
         assert two.returncode == 0, two.stderr
         assert two.stdout == one.stdout and len(one.stdout.split()) == 24
 
 
-def test_moe_without_expert_parallel_and_hybrid_models_are_refused_with_the_reason():
+def test_what_does_not_split_is_refused_with_the_reason():
     moe = mpirun("run", "--model", FIXTURES / "qwen2_moe_shared", "--prompt-ids", "1", "--tensor-parallel-size", "2")
     assert moe.returncode != 0 and "--enable-expert-parallel" in moe.stderr, moe.stderr
-    hybrid = mpirun("run", "--model", FIXTURES / "qwen3_5_text_f32", "--prompt-ids", "1", "--tensor-parallel-size", "2")
-    assert hybrid.returncode != 0 and "hybrid" in hybrid.stderr, hybrid.stderr
+    # An intermediate size of one Q8_0 block cannot be cut in two.
+    q8 = mpirun("run", "--model", FIXTURES / "qwen3_5_tied_q8_0.gguf", "--prompt-ids", "1", "--tensor-parallel-size", "2")
+    assert q8.returncode != 0 and "the intermediate size 32 in blocks of 32 leaves rank 1 no rows" in q8.stderr, q8.stderr
 
 
 def test_rank_count_must_equal_the_tensor_parallel_size():

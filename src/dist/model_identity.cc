@@ -62,7 +62,10 @@ void check_same_model(Communicator& comm, const Checkpoint& ckpt) {
     if (s.table != root.table)
       fail(who, "their tensor tables (names, dtypes, shapes) differ; every rank must map the same checkpoint");
   }
-  if (std::all_of(all.begin(), all.end(), [&](const Summary& s) { return s.weights == root.weights; })) return;
+  if (std::all_of(all.begin(), all.end(), [&](const Summary& s) { return s.weights == root.weights; })) {
+    comm.reset_stats();  // the statistics are the forwards'
+    return;
+  }
   // Same tables, different bytes: name the first tensor that differs from rank 0's.
   std::vector<uint64_t> root_tensors = per_tensor;
   comm.broadcast(root_tensors.data(), root_tensors.size() * sizeof(uint64_t), 0);

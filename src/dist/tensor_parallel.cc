@@ -30,8 +30,6 @@ std::string tensor_parallel_problem(const ModelConfig& cfg, int t, bool expert_p
   plan::Layout layout;
   layout.tp = t;
   if (std::string p = plan::layout_problem(cfg, layout); !p.empty()) return p;
-  if (cfg.num_linear_layers() > 0)
-    return "tensor parallelism of hybrid (Gated DeltaNet) models is not implemented yet";
   if (cfg.num_experts > 0 && !expert_parallel)
     return "a mixture-of-experts model splits its experts over the ranks: add --enable-expert-parallel "
            "(slicing every expert over the ranks is not implemented)";

@@ -238,7 +238,12 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelFixtures,
                                            // tensors, GGUF stacked ones), the shared expert split.
                                            TpCase{"qwen3_moe_f32", 2, true}, TpCase{"qwen3_moe_f32", 4, true},
                                            TpCase{"qwen3_moe_step2", 2, true}, TpCase{"qwen2_moe_shared", 2, true},
-                                           TpCase{"qwen3_moe_bf16_tied.gguf", 2, true}),
+                                           TpCase{"qwen3_moe_bf16_tied.gguf", 2, true},
+                                           // Hybrid: attention heads, Gated DeltaNet key heads with
+                                           // their value heads (separate and fused projections).
+                                           TpCase{"qwen3_5_text_f32", 2}, TpCase{"qwen3_next_f32", 2},
+                                           TpCase{"qwen3_5_vl_bf16", 2}, TpCase{"qwen3_next_tied_f32.gguf", 2, true}, TpCase{"qwen3_5_tied_f32.gguf", 2},
+                                           TpCase{"qwen3_5_moe_bf16", 2, true}, TpCase{"qwen3_next_moe_bf16", 2, true}),
                          [](const auto& info) {
                            std::string name = info.param.model + "_tp" + std::to_string(info.param.ranks);
                            if (info.param.expert_parallel) name += "_ep";
@@ -314,7 +319,6 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
     }
   };
   expect_refusal("qwen3_f32", 3, "query heads do not split");
-  expect_refusal("qwen3_5_text_f32", 2, "hybrid");
   expect_refusal("qwen2_moe_shared", 2, "--enable-expert-parallel");
 }
 
@@ -350,6 +354,47 @@ std::vector<float> all_taps(Model& m, const std::vector<int32_t>& prompt) {
   batch.taps = taps.data();
   m.forward(batch, logits.data());
   return taps;
+}
+
+// A hybrid model on two ranks under the engine: prefix snapshots (state copies made between
+// forwards, mirrored to rank 1), preemption with a tiny pool, 16 requests at once, and n-gram
+// speculation (rollback restores states from the history slots): the tokens of one process.
+TEST(TensorParallel, HybridEngineSnapshotsPreemptionAndSpeculationMatchOneProcess) {
+  const std::string path = fixture("qwen3_5_text_f32");
+  auto one = single(path);
+  TpModel tp(path, 2);
+  const int32_t V = static_cast<int32_t>(one->config().vocab_size);
+  // Shared 130-token prefixes (snapshots at 64 and 128), repetitive tails (n-gram drafts hit).
+  std::vector<std::vector<int32_t>> prompts = test::random_prompts(16, 140, 160, V, 21);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::copy_n(prompts[0].begin(), 130, prompts[i].begin());
+    for (size_t j = 130; j < prompts[i].size(); ++j) prompts[i][j] = prompts[i][j - 7];
+  }
+  const RequestParams params = test::greedy(24);
+  for (const bool speculate : {false, true}) {
+    SCOPED_TRACE(speculate ? "ngram" : "no speculation");
+    EngineOptions o1 = test::pool_of(*one, 256, 128), o2 = test::pool_of(tp.rank0(), 256, 128);
+    if (speculate)
+      for (EngineOptions* o : {&o1, &o2}) {
+        o->speculative.method = "ngram";
+        o->speculative.num_speculative_tokens = 4;
+        o->speculative.adaptive = false;
+      }
+    Engine e1(*one, o1), e2(tp.rank0(), o2);
+    const auto want = test::run_all(e1, prompts, params);
+    const auto got = test::run_all(e2, prompts, params);
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    const auto warm = test::run_all(e2, {prompts[3]}, params);
+    EXPECT_EQ(warm[0].cached_prompt_tokens, 128);
+    EXPECT_EQ(warm[0].tokens, want[3].tokens);
+  }
+  // A pool that preempts.
+  Engine tight(tp.rank0(), test::pool_of(tp.rank0(), 40, 64));
+  Engine roomy(*one, test::pool_of(*one, 256, 64));
+  const auto got = test::run_all(tight, prompts, params);
+  const auto want = test::run_all(roomy, prompts, params);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+  EXPECT_GT(tight.stats().preemptions, 0);
 }
 
 // The default model (Q4_K_M: GGUF blocks cut at 256 columns) on two ranks.

@@ -304,41 +304,86 @@ std::vector<float> take_f32_vector(Checkpoint& c, const std::string& name, const
   return out;
 }
 
+GdnShape local_gdn_shape(const GdnShape& s, const GdnShard& shard) {
+  if (shard.whole) return s;
+  GdnShape local = s;
+  local.num_k_heads = shard.key_heads.size();
+  local.num_v_heads = shard.key_heads.size() * s.group();
+  return local;
+}
+
+namespace {
+
+// Ranges scaled by m and shifted by offset (head ranges -> row ranges).
+std::vector<dist::Range> scaled(const std::vector<dist::Range>& heads, int64_t m, int64_t offset = 0) {
+  std::vector<dist::Range> out;
+  for (const dist::Range& h : heads) out.push_back({offset + h.begin * m, offset + h.end * m});
+  return out;
+}
+
+std::vector<float> pick(const std::vector<float>& all, const std::vector<dist::Range>& ranges) {
+  if (all.empty()) return all;
+  std::vector<float> out;
+  for (const dist::Range& r : ranges) out.insert(out.end(), all.begin() + r.begin, all.begin() + r.end);
+  return out;
+}
+
+}  // namespace
+
 GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s, bool fused, const QuantConfig& quant,
-                    bool gguf) {
+                    bool gguf, const GdnShard& shard) {
   GdnWeights w;
   w.fused = fused;
   const int64_t H = s.hidden, Hv = s.num_v_heads, C = s.conv_dim(), K = s.conv_kernel;
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    return Linear::bind(c, prefix + name, {rows, cols}, quant);
+  const int64_t Hk = s.num_k_heads, Dk = s.k_head_dim, Dv = s.v_head_dim, r = s.group();
+  // The shard's value heads (in the layer's order) and the rows each projection keeps.
+  const dist::Range kh = shard.whole ? dist::Range{0, Hk} : shard.key_heads;
+  std::vector<dist::Range> v_heads;
+  if (!s.v_heads_tiled) v_heads = {{kh.begin * r, kh.end * r}};
+  else
+    for (int64_t i = 0; i < r; ++i) v_heads.push_back({i * Hk + kh.begin, i * Hk + kh.end});
+  std::vector<dist::Range> qkv_rows = {{kh.begin * Dk, kh.end * Dk}, {s.key_dim() + kh.begin * Dk, s.key_dim() + kh.end * Dk}};
+  for (const dist::Range& v : scaled(v_heads, Dv, 2 * s.key_dim())) qkv_rows.push_back(v);
+  const int64_t group_width = 2 * Dk + 2 * r * Dv;  // the fused qkvz rows of one key head
+  const std::vector<dist::Range> qkvz_rows = {{kh.begin * group_width, kh.end * group_width}};
+  const std::vector<dist::Range> ba_rows = {{kh.begin * 2 * r, kh.end * 2 * r}};
+
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, const std::vector<dist::Range>& keep) {
+    if (shard.whole) return Linear::bind(c, prefix + name, {rows, cols}, quant);
+    return Linear::bind_slice(c, prefix + name, {rows, cols}, quant, keep, {0, cols});
   };
   if (fused && gguf) {
     // llama.cpp's qwen3next: ba stays fused (ssm_ba); qkvz is split into attn_qkv (q heads | k
     // heads | v heads, grouped) and attn_gate by its converter, or kept fused as ssm_in by older ones.
-    w.in_ba = matrix("ssm_ba.weight", 2 * Hv, H);
+    w.in_ba = matrix("ssm_ba.weight", 2 * Hv, H, ba_rows);
     if (c.has(prefix + "ssm_in.weight")) {
-      w.in_qkvz = matrix("ssm_in.weight", 2 * s.key_dim() + 2 * s.value_dim(), H);
+      w.in_qkvz = matrix("ssm_in.weight", 2 * s.key_dim() + 2 * s.value_dim(), H, qkvz_rows);
     } else {
       w.fused = false;
-      w.in_qkv = matrix("attn_qkv.weight", C, H);
-      w.in_z = matrix("attn_gate.weight", s.value_dim(), H);
+      w.in_qkv = matrix("attn_qkv.weight", C, H, qkv_rows);
+      w.in_z = matrix("attn_gate.weight", s.value_dim(), H, scaled(v_heads, Dv));
     }
   } else if (fused) {
-    w.in_qkvz = matrix("in_proj_qkvz.weight", 2 * s.key_dim() + 2 * s.value_dim(), H);
-    w.in_ba = matrix("in_proj_ba.weight", 2 * Hv, H);
+    w.in_qkvz = matrix("in_proj_qkvz.weight", 2 * s.key_dim() + 2 * s.value_dim(), H, qkvz_rows);
+    w.in_ba = matrix("in_proj_ba.weight", 2 * Hv, H, ba_rows);
   } else {
-    w.in_qkv = matrix(gguf ? "attn_qkv.weight" : "in_proj_qkv.weight", C, H);
-    w.in_z = matrix(gguf ? "attn_gate.weight" : "in_proj_z.weight", s.value_dim(), H);
-    w.in_b = matrix(gguf ? "ssm_beta.weight" : "in_proj_b.weight", Hv, H);
-    w.in_a = matrix(gguf ? "ssm_alpha.weight" : "in_proj_a.weight", Hv, H);
+    w.in_qkv = matrix(gguf ? "attn_qkv.weight" : "in_proj_qkv.weight", C, H, qkv_rows);
+    w.in_z = matrix(gguf ? "attn_gate.weight" : "in_proj_z.weight", s.value_dim(), H, scaled(v_heads, Dv));
+    w.in_b = matrix(gguf ? "ssm_beta.weight" : "in_proj_b.weight", Hv, H, v_heads);
+    w.in_a = matrix(gguf ? "ssm_alpha.weight" : "in_proj_a.weight", Hv, H, v_heads);
   }
-  // The conv kernel: HF [C, 1, K], GGUF [C, K] (ne0 = K); the same bytes.
+  // The conv kernel: HF [C, 1, K], GGUF [C, K] (ne0 = K); the same bytes. Kept: the shard's
+  // channels (those of its q, k, v rows), as [K, local channels].
   const std::vector<float> conv = gguf ? take_f32_vector(c, prefix + "ssm_conv1d.weight", {C, K})
                                        : take_f32_vector(c, prefix + "conv1d.weight", {C, 1, K});
   if (!conv.empty()) {
-    w.conv_w.resize(static_cast<size_t>(K * C));
-    for (int64_t ch = 0; ch < C; ++ch)
-      for (int64_t i = 0; i < K; ++i) w.conv_w[i * C + ch] = conv[ch * K + i];
+    std::vector<int64_t> channels;
+    for (const dist::Range& range : qkv_rows)
+      for (int64_t ch = range.begin; ch < range.end; ++ch) channels.push_back(ch);
+    const auto Cl = static_cast<int64_t>(channels.size());
+    w.conv_w.resize(static_cast<size_t>(K * Cl));
+    for (int64_t j = 0; j < Cl; ++j)
+      for (int64_t i = 0; i < K; ++i) w.conv_w[i * Cl + j] = conv[channels[static_cast<size_t>(j)] * K + i];
   }
   if (gguf) {
     w.neg_A = take_f32_vector(c, prefix + "ssm_a", {Hv});  // the converter stored -exp(A_log)
@@ -348,8 +393,12 @@ GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s,
     for (float x : a_log) w.neg_A.push_back(-std::exp(x));
     w.dt_bias = take_f32_vector(c, prefix + "dt_bias", {Hv});
   }
+  w.neg_A = pick(w.neg_A, v_heads);
+  w.dt_bias = pick(w.dt_bias, v_heads);
   w.norm = take_f32_vector(c, prefix + (gguf ? "ssm_norm.weight" : "norm.weight"), {s.v_head_dim});
-  w.out = matrix(gguf ? "ssm_out.weight" : "out_proj.weight", H, s.value_dim());
+  const std::string out = gguf ? "ssm_out.weight" : "out_proj.weight";
+  if (shard.whole) w.out = Linear::bind(c, prefix + out, {H, s.value_dim()}, quant);
+  else w.out = Linear::bind_slice(c, prefix + out, {H, s.value_dim()}, quant, {{0, H}}, scaled(v_heads, Dv));
   return w;
 }
 

@@ -124,10 +124,21 @@ struct GdnWeights {
 // ledger; empty (and the problem recorded in the ledger) when absent or of another dtype.
 std::vector<float> take_f32_vector(Checkpoint& c, const std::string& name, const std::vector<int64_t>& shape);
 
+// A tensor-parallel rank's key heads [key_heads) of the layer and the value heads that read
+// them (everything when whole): the q, k, v channels, z / b / a rows, conv channels, A and
+// dt_bias of those heads, and out_proj's columns (row-parallel: the ranks' outputs sum).
+struct GdnShard {
+  bool whole = true;
+  dist::Range key_heads;
+};
+// This rank's shape: s with its own key and value heads.
+GdnShape local_gdn_shape(const GdnShape& s, const GdnShard& shard);
+
 // prefix: "model.layers.N.linear_attn." (or under model.language_model.); with `gguf`,
 // "blk.N." and llama.cpp's qwen35 names and forms (ssm_a = -exp(A_log), conv [C, K]).
+// s is the whole layer's shape; the weights bound are the shard's (local_gdn_shape).
 GdnWeights bind_gdn(Checkpoint& c, const std::string& prefix, const GdnShape& s, bool fused, const QuantConfig& quant,
-                    bool gguf = false);
+                    bool gguf = false, const GdnShard& shard = {});
 
 // Activation scratch of GDN layers, grown on demand.
 struct GdnScratch {

@@ -1,6 +1,7 @@
 #include "model/hybrid.h"
 
 #include <cmath>
+#include <numeric>
 #include <set>
 #include <string>
 
@@ -33,8 +34,11 @@ HybridModel::HybridModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std:
       rope_(cfg_) {
   if (!cfg_.zero_centered_norm || !cfg_.attn_output_gate)
     fail("hybrid model: ", cfg_.architecture, " config lacks zero-centred norms or the attention output gate");
+  tp_.init(opts.tensor_parallel, cfg_.vocab_size);
   bind_weights(opts);
 }
+
+HybridModel::~HybridModel() { tp_.send_stop(); }
 
 std::vector<float> HybridModel::gain(const std::string& name, int64_t n) {
   std::vector<float> w = take_f32_vector(*ckpt_, name, {n});
@@ -48,23 +52,32 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   QuantConfig quant = QuantConfig::from_checkpoint(c);
   quant.nvfp4_exact_activations = opts.nvfp4_exact_activations;
+  plan_shares(quant);
+  const dist::Range vocab_rows = tp_.vocab_rows(), all_h{0, H};
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
     return Linear::bind(c, name, {rows, cols}, quant);
   };
 
-  embed_ = Linear::bind(c, gguf ? "token_embd.weight" : root + "embed_tokens.weight", {V, H}, quant, Linear::Use::Rows);
+  const std::string embed_name = gguf ? "token_embd.weight" : root + "embed_tokens.weight";
   final_norm_ = gain(gguf ? "output_norm.weight" : root + "norm.weight", H);
   const std::string head = gguf ? "output.weight" : "lm_head.weight";
   if (gguf) cfg_.tie_word_embeddings = !c.has(head);  // llama.cpp: no output tensor means tied
-  if (cfg_.tie_word_embeddings && !c.has(head)) {
-    lm_head_ = embed_;
-  } else if (cfg_.tie_word_embeddings) {
-    c.ignore("lm_head\\.weight", "tied to the embedding (tie_word_embeddings)");
-    lm_head_ = embed_;
+  if (cfg_.tie_word_embeddings && c.has(head)) c.ignore("lm_head\\.weight", "tied to the embedding (tie_word_embeddings)");
+  const bool tied = cfg_.tie_word_embeddings;
+  if (tp_.active()) {
+    // Vocabulary-parallel: this rank's rows of the embedding and the lm_head.
+    if (tied) {
+      lm_head_ = Linear::bind_slice(c, embed_name, {V, H}, quant, vocab_rows, all_h);
+      embed_ = lm_head_;
+    } else {
+      embed_ = Linear::bind_slice(c, embed_name, {V, H}, quant, vocab_rows, all_h, Linear::Use::Rows);
+      lm_head_ = Linear::bind_slice(c, head, {V, H}, quant, vocab_rows, all_h);
+    }
   } else {
-    lm_head_ = matrix(head, V, H);
+    embed_ = Linear::bind(c, embed_name, {V, H}, quant, Linear::Use::Rows);
+    lm_head_ = tied ? embed_ : matrix(head, V, H);
+    lm_head_.prepare_matmul(c);  // packs a tied embedding for its lm_head use
   }
-  lm_head_.prepare_matmul(c);  // packs a tied embedding for its lm_head use
   c.ignore(R"(model\.visual\..*)", "vision tower (the engine runs the text decoder only)");
 
   int64_t state_offset = 0;
@@ -87,38 +100,98 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
   if (opts.strict) c.require_clean();
 }
 
+// This rank's share of every layer kind, and cfg_ / gdn_shape_ cut to it (the whole model's
+// kept in full_cfg_ / full_gdn_shape_). Intermediate rows are cut on the blocks of the down
+// projections' columns, as the dense model does.
+void HybridModel::plan_shares(const QuantConfig& quant) {
+  full_cfg_ = cfg_;
+  full_gdn_shape_ = gdn_shape_;
+  if (!tp_.active()) return;
+  const Checkpoint& c = *ckpt_;
+  const bool gguf = cfg_.gguf_hybrid_layout;
+  const int t = tp_.size(), r = tp_.rank();
+  const std::string& root = cfg_.text_prefix;
+  auto layer = [&](int64_t i) { return gguf ? "blk." + std::to_string(i) + "." : root + "layers." + std::to_string(i) + "."; };
+  int64_t inter_unit = 1, shared_unit = 1;
+  bool any_dense_mlp = false;
+  for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+    if (cfg_.is_sparse_layer(i)) {
+      const std::string down = layer(i) + (gguf ? "ffn_down_shexp.weight" : "mlp.shared_expert.down_proj.weight");
+      shared_unit = std::lcm(shared_unit, Linear::column_block(c, down, quant));
+    } else {
+      any_dense_mlp = true;
+      const std::string down = layer(i) + (gguf ? "ffn_down.weight" : "mlp.down_proj.weight");
+      inter_unit = std::lcm(inter_unit, Linear::column_block(c, down, quant));
+    }
+  }
+  shares_.heads = dist::head_shard(cfg_, t, r);
+  shares_.gdn.whole = false;
+  shares_.gdn.key_heads = dist::split(cfg_.linear_num_key_heads, t, r);
+  shares_.intermediate = dist::split(cfg_.intermediate_size, t, r, inter_unit);
+  if (cfg_.num_experts > 0) {
+    shares_.moe.whole = false;
+    shares_.moe.experts = dist::split(cfg_.num_experts, t, r);
+    shares_.moe.shared_rows = dist::split(cfg_.shared_expert_intermediate_size, t, r, shared_unit);
+    if (cfg_.shared_expert_intermediate_size > 0 && shares_.moe.shared_rows.size() == 0)
+      fail("--tensor-parallel-size ", t, ": the shared expert's intermediate size ",
+           cfg_.shared_expert_intermediate_size, " in blocks of ", shared_unit, " leaves rank ", r, " no rows");
+  }
+  if (any_dense_mlp && shares_.intermediate.size() == 0)
+    fail("--tensor-parallel-size ", t, ": the intermediate size ", cfg_.intermediate_size, " in blocks of ", inter_unit,
+         " leaves rank ", r, " no rows");
+  cfg_.num_heads = shares_.heads.q_heads.size();
+  cfg_.num_kv_heads = shares_.heads.kv_heads.size();
+  cfg_.intermediate_size = shares_.intermediate.size();
+  gdn_shape_ = local_gdn_shape(full_gdn_shape_, shares_.gdn);
+  cfg_.linear_num_key_heads = gdn_shape_.num_k_heads;
+  cfg_.linear_num_value_heads = gdn_shape_.num_v_heads;
+}
+
 // p: "model.layers.N." (HF) or "blk.N." (GGUF, llama.cpp's qwen35 names).
 void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, bool sparse, const QuantConfig& quant) {
   Checkpoint& c = *ckpt_;
   const bool gguf = cfg_.gguf_hybrid_layout;
-  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, hd = cfg_.head_dim;
-  const int64_t nh = cfg_.num_heads, nkv = cfg_.num_kv_heads;
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    return Linear::bind(c, name, {rows, cols}, quant);
+  const ModelConfig& f = full_cfg_;  // shapes on file; this rank binds its shares_
+  const int64_t H = f.hidden_size, I = f.intermediate_size, hd = f.head_dim;
+  const int64_t nh = f.num_heads, nkv = f.num_kv_heads;
+  const dist::Range all_h{0, H};
+  // Rows x cols of a matrix, or this rank's rows / cols of it.
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, dist::Range keep_rows = {},
+                    dist::Range keep_cols = {}) {
+    if (!tp_.active()) return Linear::bind(c, name, {rows, cols}, quant);
+    return Linear::bind_slice(c, name, {rows, cols}, quant, keep_rows.size() > 0 ? keep_rows : dist::Range{0, rows},
+                              keep_cols.size() > 0 ? keep_cols : dist::Range{0, cols});
   };
+  const dist::Range q_heads = shares_.heads.q_heads, kv_heads = shares_.heads.kv_heads;
   // HF suffix, GGUF suffix.
   auto name = [&](const char* hf, const char* gg) { return p + (gguf ? gg : hf); };
   L.linear = linear;
   L.attn_norm = gain(name("input_layernorm.weight", "attn_norm.weight"), H);
   if (linear) {
-    L.gdn = bind_gdn(c, gguf ? p : p + "linear_attn.", gdn_shape_, cfg_.linear_fused_projections, quant, gguf);
+    L.gdn = bind_gdn(c, gguf ? p : p + "linear_attn.", full_gdn_shape_, cfg_.linear_fused_projections, quant, gguf,
+                     shares_.gdn);
   } else {
-    L.attn.wq = matrix(name("self_attn.q_proj.weight", "attn_q.weight"), nh * 2 * hd, H);
-    L.attn.wk = matrix(name("self_attn.k_proj.weight", "attn_k.weight"), nkv * hd, H);
-    L.attn.wv = matrix(name("self_attn.v_proj.weight", "attn_v.weight"), nkv * hd, H);
-    L.attn.wo = matrix(name("self_attn.o_proj.weight", "attn_output.weight"), H, nh * hd);
+    // Per head [query | gate] rows; o_proj row-parallel over the query heads.
+    const dist::Range q_rows{q_heads.begin * 2 * hd, q_heads.end * 2 * hd};
+    const dist::Range kv_rows{kv_heads.begin * hd, kv_heads.end * hd};
+    L.attn.wq = matrix(name("self_attn.q_proj.weight", "attn_q.weight"), nh * 2 * hd, H, q_rows);
+    L.attn.wk = matrix(name("self_attn.k_proj.weight", "attn_k.weight"), nkv * hd, H, kv_rows);
+    L.attn.wv = matrix(name("self_attn.v_proj.weight", "attn_v.weight"), nkv * hd, H, kv_rows);
+    L.attn.wo = matrix(name("self_attn.o_proj.weight", "attn_output.weight"), H, nh * hd, all_h,
+                       {q_heads.begin * hd, q_heads.end * hd});
     L.attn.q_norm = gain(name("self_attn.q_norm.weight", "attn_q_norm.weight"), hd);
     L.attn.k_norm = gain(name("self_attn.k_norm.weight", "attn_k_norm.weight"), hd);
   }
   L.ffn_norm = gain(name("post_attention_layernorm.weight", "post_attention_norm.weight"), H);
   if (sparse) {
     L.ffn.sparse = true;
-    L.ffn.moe = bind_moe(c, gguf ? p.substr(0, p.size() - 1) : p + "mlp", cfg_, quant);  // GGUF: "blk.N"
+    L.ffn.moe = bind_moe(c, gguf ? p.substr(0, p.size() - 1) : p + "mlp", f, quant, shares_.moe);  // GGUF: "blk.N"
     return;
   }
-  L.ffn.w_gate = matrix(name("mlp.gate_proj.weight", "ffn_gate.weight"), I, H);
-  L.ffn.w_up = matrix(name("mlp.up_proj.weight", "ffn_up.weight"), I, H);
-  L.ffn.w_down = matrix(name("mlp.down_proj.weight", "ffn_down.weight"), H, I);
+  const dist::Range inter = shares_.intermediate;
+  L.ffn.w_gate = matrix(name("mlp.gate_proj.weight", "ffn_gate.weight"), I, H, inter);
+  L.ffn.w_up = matrix(name("mlp.up_proj.weight", "ffn_up.weight"), I, H, inter);
+  L.ffn.w_down = matrix(name("mlp.down_proj.weight", "ffn_down.weight"), H, I, all_h, inter);
 }
 
 // The MTP head binds when mtp.fc.weight exists; without it the head cannot run, and its other
@@ -126,6 +199,12 @@ void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, 
 void HybridModel::bind_mtp(const QuantConfig& quant) {
   Checkpoint& c = *ckpt_;
   const int64_t H = cfg_.hidden_size;
+  if (tp_.active()) {
+    const std::string why = "the MTP head is not split under tensor parallelism";
+    c.ignore(cfg_.gguf_hybrid_layout ? "blk\\." + std::to_string(cfg_.num_layers) + "\\..*" : R"(mtp\..*)", why);
+    mtp_status_ = "unavailable (" + why + ")";
+    return;
+  }
   if (cfg_.gguf_hybrid_layout) return bind_gguf_mtp(quant);
   bool any = false;
   for (const std::string& name : c.tensor_names()) any = any || name.starts_with("mtp.");
@@ -210,8 +289,8 @@ void HybridModel::ensure_buffers(int64_t n) {
   cap_tokens_ = n;
 }
 
-// Checks the batch's state slots and zeroes those of sequences that start at position 0.
-void HybridModel::prepare_states(const ForwardBatch& batch) {
+// Checks the batch's state slots (forward_local zeroes those of sequences at position 0).
+void HybridModel::check_states(const ForwardBatch& batch) {
   if (batch.states == nullptr) fail("forward: a hybrid model needs a recurrent-state pool in the batch");
   if (batch.states->floats_per_slot() != recurrent_state_floats(cfg_))
     fail("forward: recurrent-state slots hold ", batch.states->floats_per_slot(), " floats, the model needs ",
@@ -236,31 +315,48 @@ void HybridModel::prepare_states(const ForwardBatch& batch) {
         fail("forward: state-history slot ", h, " of sequence ", s, " is also written by another state or token");
     }
   }
-  for (const SeqSlice& seq : batch.seqs)
-    if (seq.pos == 0) batch.states->zero(seq.state_slot);
 }
 
 void HybridModel::forward(const ForwardBatch& batch, float* logits) {
   if (!complete_) fail("the model was loaded with missing or mismatched tensors and cannot run");
   if (batch.kv == nullptr) fail("forward: the batch has no KV pool");
+  // Everything that can reject the batch is checked before a tensor-parallel step goes out.
+  flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
+  if (flat_.size() == 0) return;
+  check_states(batch);
+  check_tap_layers(batch, cfg_.num_layers);
+  if (!tp_.active()) return forward_local(batch, logits);
+  if (tp_.rank() != 0) fail("forward: rank ", tp_.rank(), " of a tensor-parallel model runs serve_steps(), not forward()");
+  tp_.forward(batch, [&] { forward_local(batch, logits); });
+}
+
+void HybridModel::serve_steps() {
+  tp_.serve(cfg_, [&](const ForwardBatch& batch) {
+    check_states(batch);
+    forward_local(batch, nullptr);
+  });
+}
+
+void HybridModel::forward_local(const ForwardBatch& batch, float* logits) {
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   const int64_t n = flat_.size();
   if (n == 0) return;
-  prepare_states(batch);
+  for (const SeqSlice& seq : batch.seqs)
+    if (seq.pos == 0) batch.states->zero(seq.state_slot);
   const int64_t H = cfg_.hidden_size;
   ensure_buffers(n);
 
-  for (int64_t t = 0; t < n; ++t) embed_.dequantize_row(flat_.ids[static_cast<size_t>(t)], &x_[t * H]);
+  tp_.embed(embed_, flat_.ids, H, x_.data());
   const int64_t half = rope_.dim() / 2;
   for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
 
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  check_tap_layers(batch, cfg_.num_layers);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const HybridLayer& L = layers_[l];
     for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.attn_norm.data(), eps, H, &xn_[t * H]);
     if (L.linear) linear_block(L, batch);
     else attention_block(L.attn, cfg_.kv_layer_index(static_cast<int64_t>(l)), batch);
+    tp_.all_reduce(tmp_.data(), n * H);  // row-parallel out_proj / o_proj: sum the ranks' heads
     kernels::add_inplace(x_.data(), tmp_.data(), n * H);
     mlp_block(L, n);
     capture_taps(batch, static_cast<int64_t>(l), x_.data(), n, H);
@@ -271,16 +367,20 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
     kernels::rmsnorm(&x_[t * H], final_norm_.data(), eps, H, &xn_[r * H]);
   }
-  lm_head_.matmul(xn_.data(), rows, logits, pool_);
+  tp_.logits(lm_head_, xn_.data(), rows, cfg_.vocab_size, logits, pool_);
   last_rows_ = rows;
   mtp_rows_ = 0;
 }
 
 void HybridModel::embed_rows(std::span<const int32_t> ids, float* out) const {
+  if (tp_.active()) fail("a tensor-parallel model does not lend its embedding to a drafter yet");
   embedding_rows(embed_, cfg_.vocab_size, cfg_.hidden_size, ids, out);
 }
 
-void HybridModel::output_head(const float* hidden, int64_t rows, float* logits) { lm_head_.matmul(hidden, rows, logits, pool_); }
+void HybridModel::output_head(const float* hidden, int64_t rows, float* logits) {
+  if (tp_.active()) fail("a tensor-parallel model does not lend its output head to a drafter yet");
+  lm_head_.matmul(hidden, rows, logits, pool_);
+}
 
 void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits) {
   if (!mtp_available_) fail("the MTP head cannot run: ", mtp_status_);
@@ -363,6 +463,7 @@ void HybridModel::mlp_block(const HybridLayer& L, int64_t n) {
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.ffn_norm.data(), eps, H, &xn_[t * H]);
   feed_forward(L.ffn, xn_.data(), n, tmp_.data(), pool_, ffn_scratch_);
+  tp_.all_reduce(tmp_.data(), n * H);  // row-parallel down / the ranks' experts: sum
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
 }
 

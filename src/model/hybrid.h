@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "model/mlp.h"
 #include "model/rope.h"
+#include "model/tp_runtime.h"
 
 namespace zen {
 
@@ -69,6 +70,9 @@ class HybridModel final : public Model {
   void embed_rows(std::span<const int32_t> ids, float* out) const override;
   void output_head(const float* hidden, int64_t rows, float* logits) override;
 
+  void serve_steps() override;
+  ~HybridModel() override;  // rank 0 of a tensor-parallel model releases the other ranks
+
   // Tests and benchmarks: run prefill through the recurrent form too.
   void set_gdn_mode(GdnMode mode) { gdn_mode_ = mode; }
 
@@ -110,11 +114,28 @@ class HybridModel final : public Model {
   void linear_block(const HybridLayer& L, const ForwardBatch& batch);
   void mlp_block(const HybridLayer& L, int64_t n);
   void ensure_buffers(int64_t n);
-  void prepare_states(const ForwardBatch& batch);
+  void check_states(const ForwardBatch& batch);
+  void plan_shares(const QuantConfig& quant);
+  // The forward on this rank's shares (collectives included); logits may be null off rank 0.
+  void forward_local(const ForwardBatch& batch, float* logits);
+
+  // A tensor-parallel rank's share (dist/tensor_parallel.h): attention heads, Gated DeltaNet
+  // key heads with their value heads, MLP intermediate rows, whole experts and shared-expert
+  // rows; the embedding and lm_head hold vocabulary rows tp_.vocab_rows().
+  struct Shares {
+    dist::HeadShard heads;
+    GdnShard gdn;
+    dist::Range intermediate;
+    MoeShard moe;
+  };
 
   std::unique_ptr<Checkpoint> ckpt_;
-  ModelConfig cfg_;
-  GdnShape gdn_shape_;
+  ModelConfig cfg_;     // under tensor parallelism: this rank's heads and intermediate size
+  GdnShape gdn_shape_;  // this rank's
+  ModelConfig full_cfg_;
+  GdnShape full_gdn_shape_;
+  Shares shares_;
+  TpRuntime tp_;
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<ThreadPool> own_pool_;  // null when running on a shared pool
   ThreadPool& pool_;

@@ -330,26 +330,43 @@ int64_t total_rows(const std::vector<dist::Range>& rows) {
 
 // Rows [rows) (each range in turn) and units [units) of a tensor whose rows hold `row_units`
 // units of unit_bytes.
+// Ranges divided by d (their bounds are multiples of d, or the end of the row).
+std::vector<dist::Range> divided(const std::vector<dist::Range>& ranges, int64_t d) {
+  std::vector<dist::Range> out;
+  for (const dist::Range& r : ranges) out.push_back({r.begin / d, (r.end + d - 1) / d});
+  return out;
+}
+
+// Rows [rows) and, of each, units [units) (each range in turn) of a tensor whose rows hold
+// `row_units` units of unit_bytes.
 std::vector<uint8_t> copy_slice(const TensorView& t, int64_t row_units, size_t unit_bytes,
-                                const std::vector<dist::Range>& rows, dist::Range units) {
+                                const std::vector<dist::Range>& rows, const std::vector<dist::Range>& units) {
   const size_t row_bytes = static_cast<size_t>(row_units) * unit_bytes;
-  const size_t bytes = static_cast<size_t>(units.size()) * unit_bytes;
+  const size_t bytes = static_cast<size_t>(total_rows(units)) * unit_bytes;
   std::vector<uint8_t> out(static_cast<size_t>(total_rows(rows)) * bytes);
   size_t at = 0;
   for (const dist::Range& range : rows) {
     ZEN_CHECK(t.nbytes >= static_cast<size_t>(range.end) * row_bytes, t.name, " is shorter than its shape");
-    for (int64_t r = range.begin; r < range.end; ++r, at += bytes)
-      std::memcpy(&out[at], t.data + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(units.begin) * unit_bytes,
-                  bytes);
+    for (int64_t r = range.begin; r < range.end; ++r)
+      for (const dist::Range& u : units) {
+        const size_t n = static_cast<size_t>(u.size()) * unit_bytes;
+        std::memcpy(&out[at], t.data + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(u.begin) * unit_bytes, n);
+        at += n;
+      }
   }
   return out;
 }
 
-std::string slice_name(const std::string& name, const std::vector<dist::Range>& rows, dist::Range cols) {
-  std::string out = name + "[";
-  for (size_t i = 0; i < rows.size(); ++i)
-    out += (i ? "+" : "") + std::to_string(rows[i].begin) + ":" + std::to_string(rows[i].end);
-  return out + ", " + std::to_string(cols.begin) + ":" + std::to_string(cols.end) + "]";
+std::string ranges_text(const std::vector<dist::Range>& ranges) {
+  std::string out;
+  for (size_t i = 0; i < ranges.size(); ++i)
+    out += (i ? "+" : "") + std::to_string(ranges[i].begin) + ":" + std::to_string(ranges[i].end);
+  return out;
+}
+
+std::string slice_name(const std::string& name, const std::vector<dist::Range>& rows,
+                       const std::vector<dist::Range>& cols) {
+  return name + "[" + ranges_text(rows) + ", " + ranges_text(cols) + "]";
 }
 
 }  // namespace
@@ -364,41 +381,49 @@ int64_t Linear::column_block(const Checkpoint& c, const std::string& weight_name
 
 Linear Linear::bind_slice(Checkpoint& c, const std::string& weight_name, std::vector<int64_t> shape,
                           const QuantConfig& quant, dist::Range rows, dist::Range cols, Use use) {
-  return bind_slice(c, weight_name, std::move(shape), quant, std::vector<dist::Range>{rows}, cols, use);
+  return bind_slice(c, weight_name, std::move(shape), quant, std::vector<dist::Range>{rows},
+                    std::vector<dist::Range>{cols}, use);
 }
 
 Linear Linear::bind_slice(Checkpoint& c, const std::string& weight_name, std::vector<int64_t> shape,
                           const QuantConfig& quant, const std::vector<dist::Range>& rows, dist::Range cols, Use use) {
+  return bind_slice(c, weight_name, std::move(shape), quant, rows, std::vector<dist::Range>{cols}, use);
+}
+
+Linear Linear::bind_slice(Checkpoint& c, const std::string& weight_name, std::vector<int64_t> shape,
+                          const QuantConfig& quant, const std::vector<dist::Range>& rows,
+                          const std::vector<dist::Range>& cols, Use use) {
   Linear full = bind(c, weight_name, shape, quant, Use::Rows);
   if (!full.valid()) return full;
   const int64_t N = full.rows, K = full.cols;
-  ZEN_CHECK(!rows.empty() && cols.begin >= 0 && cols.begin < cols.end && cols.end <= K, weight_name,
-            ": slice out of range");
+  ZEN_CHECK(!rows.empty() && !cols.empty(), weight_name, ": empty slice");
   for (const dist::Range& r : rows)
     ZEN_CHECK(r.begin >= 0 && r.begin <= r.end && r.end <= N, weight_name, ": slice out of range");
-  if (rows.size() == 1 && rows[0] == dist::Range{0, N} && cols == dist::Range{0, K}) {
+  for (const dist::Range& r : cols)
+    ZEN_CHECK(r.begin >= 0 && r.begin < r.end && r.end <= K, weight_name, ": slice out of range");
+  if (rows.size() == 1 && rows[0] == dist::Range{0, N} && cols.size() == 1 && cols[0] == dist::Range{0, K}) {
     if (use == Use::Matmul) full.prepare_matmul(c);
     return full;
   }
   const std::string what = slice_name(weight_name, rows, cols);
   auto require_unit = [&](int64_t unit, const std::string& of) {
-    if (cols.begin % unit != 0 || (cols.end % unit != 0 && cols.end != K))
-      fail(weight_name, ": tensor parallelism would cut its columns at ", cols.begin, "..", cols.end,
-           ", inside a block of ", unit, " (", of, "); choose a tensor parallel size whose split falls on blocks");
+    for (const dist::Range& r : cols)
+      if (r.begin % unit != 0 || (r.end % unit != 0 && r.end != K))
+        fail(weight_name, ": tensor parallelism would cut its columns at ", r.begin, "..", r.end,
+             ", inside a block of ", unit, " (", of, "); choose a tensor parallel size whose split falls on blocks");
   };
   auto store = std::make_shared<SliceStorage>();
   Linear L = full;
   L.name = what;
   L.rows = total_rows(rows);
-  L.cols = cols.size();
+  L.cols = total_rows(cols);
   L.packed = nullptr;
   const TensorView& w = *full.weight;
   switch (full.format) {
     case LinearFormat::Plain: {
       const int64_t unit = dtype_block_elems(w.dtype);
       require_unit(unit, std::string(dtype_name(w.dtype)) + " blocks");
-      const dist::Range units{cols.begin / unit, (cols.end + unit - 1) / unit};
-      store->weight = copy_slice(w, K / unit, dtype_block_bytes(w.dtype), rows, units);
+      store->weight = copy_slice(w, K / unit, dtype_block_bytes(w.dtype), rows, divided(cols, unit));
       break;
     }
     case LinearFormat::Fp8:
@@ -416,15 +441,15 @@ Linear Linear::bind_slice(Checkpoint& c, const std::string& weight_name, std::ve
       L.block_scales.clear();
       for (const dist::Range& range : rows)
         for (int64_t br = range.begin / full.block_rows; br < ceil_div(range.end, full.block_rows); ++br)
-          for (int64_t bc = cols.begin / full.block_cols; bc < ceil_div(cols.end, full.block_cols); ++bc)
-            L.block_scales.push_back(full.block_scales[static_cast<size_t>(br * grid_cols + bc)]);
+          for (const dist::Range& col : cols)
+            for (int64_t bc = col.begin / full.block_cols; bc < ceil_div(col.end, full.block_cols); ++bc)
+              L.block_scales.push_back(full.block_scales[static_cast<size_t>(br * grid_cols + bc)]);
       break;
     }
     case LinearFormat::Nvfp4: {
       require_unit(2 * kNvfp4Group, "NVFP4 packs groups of 16 in pairs");
-      store->weight = copy_slice(w, K / 2, 1, rows, {cols.begin / 2, cols.end / 2});
-      store->scales = copy_slice(*full.group_scales, K / kNvfp4Group, 1, rows,
-                                 {cols.begin / kNvfp4Group, cols.end / kNvfp4Group});
+      store->weight = copy_slice(w, K / 2, 1, rows, divided(cols, 2));
+      store->scales = copy_slice(*full.group_scales, K / kNvfp4Group, 1, rows, divided(cols, kNvfp4Group));
       store->scales_view = {what + ".weight_scale", DType::F8_E4M3, {L.rows, L.cols / kNvfp4Group},
                             store->scales.data(), store->scales.size()};
       L.group_scales = &store->scales_view;

@@ -96,11 +96,14 @@ struct Linear {
   // A packed slice keeps only its packed copy. The file pages read are released.
   static Linear bind_slice(Checkpoint& ckpt, const std::string& weight_name, std::vector<int64_t> shape,
                            const QuantConfig& quant, dist::Range rows, dist::Range cols, Use use = Use::Matmul);
-  // The same with several row ranges, stacked in the given order (a Gated DeltaNet rank's q, k
-  // and v channels of its heads).
+  // The same with several row (and column) ranges, stacked in the given order (a Gated
+  // DeltaNet rank's q, k and v channels of its heads; its value heads in llama.cpp's tiled order).
   static Linear bind_slice(Checkpoint& ckpt, const std::string& weight_name, std::vector<int64_t> shape,
                            const QuantConfig& quant, const std::vector<dist::Range>& rows, dist::Range cols,
                            Use use = Use::Matmul);
+  static Linear bind_slice(Checkpoint& ckpt, const std::string& weight_name, std::vector<int64_t> shape,
+                           const QuantConfig& quant, const std::vector<dist::Range>& rows,
+                           const std::vector<dist::Range>& cols, Use use = Use::Matmul);
   // The column granularity a slice of `weight_name` must keep: the GGUF block, 32 for NVFP4,
   // the scale tile for block-scaled FP8, else 1 (also when the tensor is absent).
   static int64_t column_block(const Checkpoint& ckpt, const std::string& weight_name, const QuantConfig& quant);

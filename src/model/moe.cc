@@ -105,7 +105,7 @@ MoeShape MoeShape::from_config(const ModelConfig& cfg) {
 
 bool MoeWeights::valid() const {
   if (!router.valid() || experts.size() != static_cast<size_t>(shape.num_experts)) return false;
-  for (int64_t e = local_experts.begin; e < local_experts.end; ++e)
+  for (int64_t e = local().begin; e < local().end; ++e)
     if (!all_valid(experts[static_cast<size_t>(e)])) return false;
   return shape.shared_intermediate == 0 || (all_valid(shared) && shared_gate.valid());
 }
@@ -218,7 +218,7 @@ void moe_forward(const MoeWeights& w, const float* xn, int64_t n, float* out, Th
 
   // Group the (token, slot) pairs by expert, tokens in order within an expert; a shard groups
   // only the pairs of its own experts (row_of -1 for the others).
-  const dist::Range local = w.local_experts;
+  const dist::Range local = w.local();
   auto is_local = [&](int32_t e) { return e >= local.begin && e < local.end; };
   int64_t* begin = grow(s.expert_begin, E + 1);
   std::fill(begin, begin + E + 1, 0);

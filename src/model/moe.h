@@ -29,7 +29,9 @@
 //     ffn_gate_inp.weight [E, H], ffn_{gate,up}_exps.weight [E, I, H], ffn_down_exps.weight [E, H, I],
 //     ffn_{gate,up}_shexp.weight [Is, H], ffn_down_shexp.weight [H, Is], ffn_gate_inp_shexp.weight [H]
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <deque>
 #include <memory>
 #include <string>
@@ -75,7 +77,9 @@ struct MoeWeights {
   MoeShape shape;
   Linear router;                    // [E, H]
   std::vector<MoeExpert> experts;   // [E]; only local_experts are bound
-  dist::Range local_experts;        // [0, E) unless expert-parallel
+  // This rank's experts (all unless expert-parallel; the end is clamped to E).
+  dist::Range local_experts{0, std::numeric_limits<int64_t>::max()};
+  dist::Range local() const { return {local_experts.begin, std::min(local_experts.end, shape.num_experts)}; }
   MoeExpert shared;                 // Is > 0 only ([Is', H], [Is', H], [H, Is']; Is' = this rank's rows)
   Linear shared_gate;               // [1, H], Is > 0 only
   // Per-expert views into stacked tensors (GGUF, fused HF); Linears above point into them.
