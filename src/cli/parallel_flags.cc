@@ -26,27 +26,34 @@ int allowed_cores() {
 std::vector<FlagSpec> with_parallel_flags(std::vector<FlagSpec> specs) {
   specs.push_back({"tensor-parallel-size", FlagKind::Int,
                    "split every layer over this many MPI ranks (launch with mpirun -np N; default 1)", {}});
-  specs.push_back({"pipeline-parallel-size", FlagKind::Int, "pipeline stages (not implemented yet; 1 only)", {}});
+  specs.push_back({"pipeline-parallel-size", FlagKind::Int, "split the layers into this many stages, one MPI rank each (mpirun -np N; not with --tensor-parallel-size)", {}});
   specs.push_back({"enable-expert-parallel", FlagKind::Bool, "MoE layers: whole experts per rank (E / T each; the shared expert and the rest split by tensor parallelism)", {}});
   return specs;
 }
 
 void apply_parallel_flags(const Flags& f, LoadOptions& load) {
   dist::Communicator& world = dist::world();
-  const int64_t tp = f.integer("tensor-parallel-size", 1);
+  const int64_t tp = f.integer("tensor-parallel-size", 1), pp = f.integer("pipeline-parallel-size", 1);
   if (tp < 1) fail("--tensor-parallel-size must be at least 1, got ", tp);
-  if (f.integer("pipeline-parallel-size", 1) != 1)
-    fail("--pipeline-parallel-size: pipeline parallelism is not implemented yet (zen plan lays it out)");
-  if (tp > 1 && world.size() == 1) {
+  if (pp < 1) fail("--pipeline-parallel-size must be at least 1, got ", pp);
+  if (tp > 1 && pp > 1)
+    fail("--tensor-parallel-size ", tp, " with --pipeline-parallel-size ", pp,
+         ": a grid of both is not implemented yet (zen plan lays it out); use one of the two");
+  const int64_t ranks = tp * pp;
+  const char* flag = pp > 1 ? "--pipeline-parallel-size" : "--tensor-parallel-size";
+  if (ranks > 1 && world.size() == 1) {
     if (!dist::mpi_available())
-      fail("--tensor-parallel-size ", tp, " needs MPI, and this zen was built without it (install libopenmpi-dev and rebuild)");
-    fail("--tensor-parallel-size ", tp, " needs ", tp, " MPI ranks: launch with mpirun -np ", tp, " zen ...");
+      fail(flag, " ", ranks, " needs MPI, and this zen was built without it (install libopenmpi-dev and rebuild)");
+    fail(flag, " ", ranks, " needs ", ranks, " MPI ranks: launch with mpirun -np ", ranks, " zen ...");
   }
-  if (tp != world.size())
-    fail("mpirun started ", world.size(), " ranks but --tensor-parallel-size is ", tp,
-         " (tensor parallelism is the only layout so far: the two must be equal)");
-  if (tp == 1) return;
+  if (ranks != world.size())
+    fail("mpirun started ", world.size(), " ranks but --tensor-parallel-size x --pipeline-parallel-size is ", ranks,
+         " (the two must be equal)");
+  if (f.flag("enable-expert-parallel") && tp == 1)
+    fail("--enable-expert-parallel splits experts over the ranks of --tensor-parallel-size (> 1)");
+  if (ranks == 1) return;
   load.tensor_parallel.comm = &world;
+  load.tensor_parallel.pipeline_stages = static_cast<int>(pp);
   load.tensor_parallel.expert_parallel = f.flag("enable-expert-parallel");
   if (load.n_threads == 0) {
     const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -54,11 +61,12 @@ void apply_parallel_flags(const Flags& f, LoadOptions& load) {
     load.n_threads = bound > 0 && bound < hw ? bound : std::max(1, hw / dist::local_ranks());
   }
   if (world.rank() == 0)
-    std::fprintf(stderr, "tensor parallel: %d ranks, %d threads each\n", world.size(), load.n_threads);
+    std::fprintf(stderr, "%s: %d ranks, %d threads each\n", pp > 1 ? "pipeline parallel" : "tensor parallel",
+                 world.size(), load.n_threads);
 }
 
 bool serve_as_worker(Model& model, const LoadOptions& load) {
-  if (!load.tensor_parallel.active() || load.tensor_parallel.rank() == 0) return false;
+  if (!load.tensor_parallel.active() || load.tensor_parallel.world_rank() == 0) return false;
   // mpirun forwards SIGTERM / SIGINT to every rank: rank 0 shuts down cleanly and then
   // releases this one, which must outlive it to be released (if rank 0 dies instead, mpirun
   // ends this process anyway).
@@ -73,8 +81,10 @@ std::string tensor_parallel_summary(const LoadOptions& load) {
   const dist::Stats& s = load.tensor_parallel.comm->stats();
   const int64_t steps = s[dist::Op::Broadcast].calls;  // one step body per forward
   if (steps == 0) return "";
-  std::string out = "tensor parallel (rank 0): " + std::to_string(steps) + " forwards;";
-  for (dist::Op op : {dist::Op::AllReduce, dist::Op::AllGather}) {
+  std::string out = std::string(load.tensor_parallel.pipelined() ? "pipeline parallel" : "tensor parallel") +
+                    " (rank 0): " + std::to_string(steps) + " forwards;";
+  for (dist::Op op : {dist::Op::AllReduce, dist::Op::AllGather, dist::Op::Send, dist::Op::Recv}) {
+    if (s[op].calls == 0) continue;
     const dist::OpStats& o = s[op];
     char line[200];
     std::snprintf(line, sizeof(line), " %s %.1f calls (%.1f KiB) per forward,", dist::op_name(op),

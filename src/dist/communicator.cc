@@ -22,6 +22,8 @@ class Single final : public Communicator {
   void all_gather(const void* send, size_t bytes, void* recv) override {
     if (bytes > 0) std::memmove(recv, send, bytes);
   }
+  void send(const void*, size_t, int dest) override { fail("send to rank ", dest, " in a job of one process"); }
+  void recv(void*, size_t, int src) override { fail("receive from rank ", src, " in a job of one process"); }
   [[noreturn]] void abort(const std::string& why) override { fail(why); }
 };
 
@@ -42,6 +44,8 @@ const char* op_name(Op op) {
     case Op::Broadcast: return "broadcast";
     case Op::AllReduce: return "all-reduce";
     case Op::AllGather: return "all-gather";
+    case Op::Send: return "send";
+    case Op::Recv: return "recv";
     case Op::kCount: break;
   }
   return "?";

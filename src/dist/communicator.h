@@ -15,8 +15,8 @@
 
 namespace zen::dist {
 
-enum class Op : uint8_t { Broadcast, AllReduce, AllGather, kCount };
-const char* op_name(Op op);  // "broadcast", "all-reduce", "all-gather"
+enum class Op : uint8_t { Broadcast, AllReduce, AllGather, Send, Recv, kCount };
+const char* op_name(Op op);  // "broadcast", "all-reduce", "all-gather", "send", "recv"
 
 // What the collectives of a communicator did: calls, bytes each rank contributed, and wall
 // time inside them (which includes waiting for the slowest rank: the number that scales).
@@ -47,6 +47,10 @@ class Communicator {
   virtual void all_reduce_sum(float* data, size_t n) = 0;
   // recv[size() * bytes] <- every rank's send[bytes], in rank order.
   virtual void all_gather(const void* send, size_t bytes, void* recv) = 0;
+  // Point to point (pipeline stages): data[bytes] to rank dest, which receives it with
+  // recv(..., bytes, this rank); messages between two ranks arrive in order.
+  virtual void send(const void* data, size_t bytes, int dest) = 0;
+  virtual void recv(void* data, size_t bytes, int src) = 0;
   // Ends every rank of the job with this message (never returns).
   [[noreturn]] virtual void abort(const std::string& why) = 0;
 

@@ -17,6 +17,7 @@ using Clock = std::chrono::steady_clock;
 
 // Large messages go in pieces: MPI counts are int.
 constexpr size_t kMaxChunk = size_t{1} << 30;
+constexpr int kTag = 1;  // point-to-point messages (pipeline stages)
 
 class World final : public Communicator {
  public:
@@ -61,6 +62,31 @@ class World final : public Communicator {
     const auto t0 = Clock::now();
     MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
     note(Op::AllGather, bytes, t0);
+  }
+
+  void send(const void* data, size_t bytes, int dest) override {
+    const auto t0 = Clock::now();
+    const auto* p = static_cast<const char*>(data);
+    for (size_t off = 0; off < bytes || off == 0; off += kMaxChunk) {
+      MPI_Send(p + off, static_cast<int>(std::min(kMaxChunk, bytes - off)), MPI_BYTE, dest, kTag, MPI_COMM_WORLD);
+      if (bytes == 0) break;
+    }
+    note(Op::Send, bytes, t0);
+  }
+
+  void recv(void* data, size_t bytes, int src) override {
+    const auto t0 = Clock::now();
+    auto* p = static_cast<char*>(data);
+    for (size_t off = 0; off < bytes || off == 0; off += kMaxChunk) {
+      const int want = static_cast<int>(std::min(kMaxChunk, bytes - off));
+      MPI_Status status;
+      MPI_Recv(p + off, want, MPI_BYTE, src, kTag, MPI_COMM_WORLD, &status);
+      int got = 0;
+      MPI_Get_count(&status, MPI_BYTE, &got);
+      ZEN_CHECK(got == want, "rank ", rank_, " expected ", want, " bytes from rank ", src, ", got ", got);
+      if (bytes == 0) break;
+    }
+    note(Op::Recv, bytes, t0);
   }
 
   [[noreturn]] void abort(const std::string& why) override {

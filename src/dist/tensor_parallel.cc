@@ -36,4 +36,18 @@ std::string tensor_parallel_problem(const ModelConfig& cfg, int t, bool expert_p
   return "";
 }
 
+Range pipeline_layers(int64_t num_layers, int stages, int s) {
+  ZEN_CHECK(stages >= 1 && s >= 0 && s < stages, "pipeline stage ", s, " of ", stages);
+  return {s * num_layers / stages, (s + 1) * num_layers / stages};
+}
+
+std::string pipeline_problem(const ModelConfig& cfg, int stages) {
+  if (stages < 1) return "the pipeline parallel size must be at least 1";
+  if (stages == 1) return "";
+  if (stages > cfg.num_layers)
+    return detail::concat(cfg.num_layers, " layers do not make ", stages, " pipeline stages");
+  if (cfg.num_linear_layers() > 0) return "pipeline parallelism of hybrid (Gated DeltaNet) models is not implemented yet";
+  return "";
+}
+
 }  // namespace zen::dist

@@ -26,15 +26,25 @@ struct Range {
 // first parts take ceil(units / parts) units, later ones what is left (possibly nothing).
 Range split(int64_t n, int parts, int part, int64_t unit = 1);
 
+// The layout of a job: pipeline_stages stages of size() ranks each (world rank = stage x
+// size() + rank()). Tensor parallelism inside a stage and pipeline stages together (a grid)
+// are not implemented: one of the two is 1.
 struct TensorParallel {
-  Communicator* comm = nullptr;  // null or size 1: no tensor parallelism
+  Communicator* comm = nullptr;  // the job's ranks; null or size 1: one process
   // MoE layers: whole experts per rank (--enable-expert-parallel); the shared expert and
   // everything else still split as above. Slicing every expert instead is not implemented.
   bool expert_parallel = false;
-  bool active() const { return comm != nullptr && comm->size() > 1; }
-  int rank() const { return comm != nullptr ? comm->rank() : 0; }
-  int size() const { return comm != nullptr ? comm->size() : 1; }
+  int pipeline_stages = 1;  // P (--pipeline-parallel-size): whole layers per stage
+  bool active() const { return comm != nullptr && comm->size() > 1; }  // several ranks, any layout
+  int size() const { return comm != nullptr ? comm->size() / pipeline_stages : 1; }  // T
+  int rank() const { return comm != nullptr ? comm->rank() % size() : 0; }  // within the stage
+  int stage() const { return comm != nullptr ? comm->rank() / size() : 0; }
+  int world_rank() const { return comm != nullptr ? comm->rank() : 0; }
+  bool pipelined() const { return pipeline_stages > 1; }
 };
+
+// The layers [begin, end) of pipeline stage s of P (contiguous, as even as they come).
+Range pipeline_layers(int64_t num_layers, int stages, int s);
 
 // The attention heads of rank r of t: query heads split evenly; KV heads split when t divides
 // them, else each rank holds the one KV head its query heads read (replicated t / KV times).
@@ -46,5 +56,7 @@ HeadShard head_shard(const ModelConfig& cfg, int t, int r);
 // Why cfg cannot run with tensor parallel size t ("" when it can): heads that do not split,
 // model kinds not sharded yet, a MoE model without expert parallelism.
 std::string tensor_parallel_problem(const ModelConfig& cfg, int t, bool expert_parallel);
+// Why cfg cannot run in P pipeline stages ("" when it can).
+std::string pipeline_problem(const ModelConfig& cfg, int stages);
 
 }  // namespace zen::dist

@@ -30,7 +30,8 @@ std::string default_model() { return (fs::path(ZEN_SOURCE_DIR) / "models/default
 // their own threads until it is destroyed.
 class TpModel {
  public:
-  TpModel(const std::string& path, int t, bool tokenizer = false, bool expert_parallel = false)
+  // t ranks: tensor parallel, or `stages` pipeline stages of one rank each when stages > 1.
+  TpModel(const std::string& path, int t, bool tokenizer = false, bool expert_parallel = false, int stages = 1)
       : group_(t), models_(static_cast<size_t>(t)) {
     std::vector<std::string> errors(static_cast<size_t>(t));
     std::vector<std::thread> loaders;
@@ -41,6 +42,7 @@ class TpModel {
         o.load_tokenizer = tokenizer;
         o.tensor_parallel.comm = &group_.member(r);
         o.tensor_parallel.expert_parallel = expert_parallel;
+        o.tensor_parallel.pipeline_stages = stages;
         try {
           models_[static_cast<size_t>(r)] = Model::load(path, o);
         } catch (const Error& e) {
@@ -210,6 +212,7 @@ struct TpCase {
   std::string model;
   int ranks;
   bool expert_parallel = false;
+  bool pipeline = false;  // the ranks are pipeline stages
 };
 
 class TensorParallelFixtures : public ::testing::TestWithParam<TpCase> {};
@@ -218,16 +221,20 @@ class TensorParallelFixtures : public ::testing::TestWithParam<TpCase> {};
 TEST_P(TensorParallelFixtures, MatchesOneProcess) {
   const TpCase& c = GetParam();
   auto one = single(fixture(c.model));
-  TpModel tp(fixture(c.model), c.ranks, false, c.expert_parallel);
+  TpModel tp(fixture(c.model), c.ranks, false, c.expert_parallel, c.pipeline ? c.ranks : 1);
   const int64_t V = one->config().vocab_size;
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(static_cast<int32_t>((i * 37 + 11) % V));
   const std::vector<float> want = all_logits(*one, prompt), got = all_logits(tp.rank0(), prompt);
-  EXPECT_LE(max_diff(got, want), 1e-5f * std::max(1.0f, max_abs(want)));
+  // Pipeline stages run the same arithmetic (kernels are batch-invariant): bit-identical.
+  EXPECT_LE(max_diff(got, want), c.pipeline ? 0.0f : 1e-5f * std::max(1.0f, max_abs(want)));
   EXPECT_EQ(greedy_tokens(tp.rank0(), prompt, 24), greedy_tokens(*one, prompt, 24));
-  // A rank holds its share of the KV heads.
-  EXPECT_EQ(tp.rank0().config().num_kv_heads * std::min(c.ranks, static_cast<int>(one->config().num_kv_heads)),
-            one->config().num_kv_heads);
+  if (c.pipeline) {  // rank 0 holds the first stage's layers
+    EXPECT_EQ(tp.rank0().config().num_layers, dist::pipeline_layers(one->config().num_layers, c.ranks, 0).size());
+  } else {  // a rank holds its share of the KV heads
+    EXPECT_EQ(tp.rank0().config().num_kv_heads * std::min(c.ranks, static_cast<int>(one->config().num_kv_heads)),
+              one->config().num_kv_heads);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelFixtures,
@@ -243,10 +250,16 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelFixtures,
                                            // their value heads (separate and fused projections).
                                            TpCase{"qwen3_5_text_f32", 2}, TpCase{"qwen3_next_f32", 2},
                                            TpCase{"qwen3_5_vl_bf16", 2}, TpCase{"qwen3_next_tied_f32.gguf", 2, true}, TpCase{"qwen3_5_tied_f32.gguf", 2},
-                                           TpCase{"qwen3_5_moe_bf16", 2, true}, TpCase{"qwen3_next_moe_bf16", 2, true}),
+                                           TpCase{"qwen3_5_moe_bf16", 2, true}, TpCase{"qwen3_next_moe_bf16", 2, true},
+                                           // Pipeline stages: whole layers per rank.
+                                           TpCase{"llama_f32", 2, false, true}, TpCase{"qwen3_bf16_tied", 2, false, true},
+                                           TpCase{"qwen2_sliding_layer_types", 2, false, true},
+                                           TpCase{"qwen3_moe_step2", 4, false, true},
+                                           TpCase{"qwen3_moe_bf16_tied.gguf", 2, false, true}),
                          [](const auto& info) {
                            std::string name = info.param.model + "_tp" + std::to_string(info.param.ranks);
                            if (info.param.expert_parallel) name += "_ep";
+                           if (info.param.pipeline) name += "_pp";
                            for (char& ch : name)
                              if (ch == '.') ch = '_';
                            return name;
@@ -320,6 +333,29 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
   };
   expect_refusal("qwen3_f32", 3, "query heads do not split");
   expect_refusal("qwen2_moe_shared", 2, "--enable-expert-parallel");
+  try {
+    TpModel pp(fixture("qwen3_5_text_f32"), 2, false, false, 2);
+    ADD_FAILURE() << "a hybrid model loaded in pipeline stages";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline parallelism of hybrid"), std::string::npos) << e.what();
+  }
+}
+
+// Pipeline stages under the engine: 16 requests in micro-batches, preemption: one process's tokens.
+TEST(TensorParallel, PipelineEngineAtConcurrency16WithPreemptionMatchesOneProcess) {
+  auto one = single(fixture("qwen3_moe_step2"));
+  TpModel pp(fixture("qwen3_moe_step2"), 2, false, false, 2);
+  const auto prompts = test::random_prompts(16, 5, 40, static_cast<int32_t>(one->config().vocab_size), 9);
+  const RequestParams params = test::greedy(32);
+  Engine e1(*one, test::pool_of(*one, 24, 64));
+  Engine e2(pp.rank0(), test::pool_of(pp.rank0(), 24, 64));
+  const auto want = test::run_all(e1, prompts, params);
+  const auto got = test::run_all(e2, prompts, params);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+  EXPECT_GT(e2.stats().preemptions, 0) << "the pool was meant to preempt";
+  // Rank 0 sent one micro-batch's hidden states per stage per forward and received the logits.
+  EXPECT_GT(pp.stats()[dist::Op::Send].calls, 0);
+  EXPECT_GT(pp.stats()[dist::Op::Recv].calls, 0);
 }
 
 // A MoE model under expert parallelism at concurrency 16 with preemption: equal to one process.
@@ -428,6 +464,16 @@ TEST(TensorParallel, DefaultModelOnTwoRanksMatchesOneProcess) {
         << "position " << t;
   }
   EXPECT_EQ(greedy_tokens(tp.rank0(), prompt, 32), greedy_tokens(*one, prompt, 32));
+}
+
+// The default model in two pipeline stages: the same logits bit for bit.
+TEST(TensorParallel, DefaultModelInTwoPipelineStagesIsBitIdentical) {
+  if (!fs::exists(default_model())) GTEST_SKIP() << "the default model is not installed";
+  auto one = single(default_model());
+  TpModel pp(default_model(), 2, false, false, 2);
+  const std::vector<int32_t> prompt = {750, 75698, 1445, 1648, 25, 198, 262, 421, 308, 2651, 220, 16, 510};
+  EXPECT_EQ(all_logits(pp.rank0(), prompt), all_logits(*one, prompt));
+  EXPECT_EQ(greedy_tokens(pp.rank0(), prompt, 32), greedy_tokens(*one, prompt, 32));
 }
 
 }  // namespace

@@ -1,15 +1,23 @@
 #include "dist/thread_group.h"
 
+#include <condition_variable>
+#include <cstdint>
 #include <cstring>
+#include <deque>
+#include <mutex>
 
 #include "base/error.h"
 
 namespace zen::dist {
 
 struct ThreadGroup::Shared {
-  explicit Shared(int n) : sync(n), slots(static_cast<size_t>(n)) {}
+  explicit Shared(int n) : sync(n), slots(static_cast<size_t>(n)), mail(static_cast<size_t>(n * n)) {}
   std::barrier<> sync;
   std::vector<const void*> slots;  // each rank's buffer for the collective in progress
+  // Point to point: messages from src to dst wait in mail[src * n + dst], in order.
+  std::mutex mail_lock;
+  std::condition_variable mail_arrived;
+  std::vector<std::deque<std::vector<uint8_t>>> mail;
 };
 
 namespace {
@@ -46,6 +54,30 @@ class Member final : public Communicator {
       if (bytes > 0) std::memcpy(static_cast<char*>(recv) + r * bytes, s_.slots[r], bytes);
     s_.sync.arrive_and_wait();
     count(Op::AllGather, bytes);
+  }
+
+  void send(const void* data, size_t bytes, int dest) override {
+    ZEN_CHECK(dest >= 0 && dest < size_ && dest != rank_, "send to rank ", dest);
+    const auto* p = static_cast<const uint8_t*>(data);
+    {
+      std::lock_guard<std::mutex> lock(s_.mail_lock);
+      s_.mail[static_cast<size_t>(rank_ * size_ + dest)].emplace_back(p, p + bytes);
+    }
+    s_.mail_arrived.notify_all();
+    count(Op::Send, bytes);
+  }
+
+  void recv(void* data, size_t bytes, int src) override {
+    ZEN_CHECK(src >= 0 && src < size_ && src != rank_, "receive from rank ", src);
+    std::unique_lock<std::mutex> lock(s_.mail_lock);
+    auto& box = s_.mail[static_cast<size_t>(src * size_ + rank_)];
+    s_.mail_arrived.wait(lock, [&] { return !box.empty(); });
+    const std::vector<uint8_t> m = std::move(box.front());
+    box.pop_front();
+    lock.unlock();
+    ZEN_CHECK(m.size() == bytes, "rank ", rank_, " expected ", bytes, " bytes from rank ", src, ", got ", m.size());
+    if (bytes > 0) std::memcpy(data, m.data(), bytes);
+    count(Op::Recv, bytes);
   }
 
   [[noreturn]] void abort(const std::string& why) override { fail("rank ", rank_, ": ", why); }

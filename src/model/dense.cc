@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 #include "base/numeric.h"
@@ -23,6 +24,16 @@ std::vector<float> to_f32_vector(const TensorView& t) {
 }
 
 bool is_vector_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// name as a regular expression matching itself.
+std::string regex_quote(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    if (std::string_view(".[]{}()\\*+?^$|").find(ch) != std::string_view::npos) out += '\\';
+    out += ch;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -98,21 +109,34 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
       w_.lm_head = Linear::bind_slice(c, names.lm_head(), {V, H}, quant, vocab_rows, all_h);
     }
   } else {
-    w_.embed = Linear::bind(c, names.embed(), {V, H}, quant, Linear::Use::Rows);
-    if (!tied) w_.lm_head = Linear::bind(c, names.lm_head(), {V, H}, quant);
-    if (!w_.lm_head.valid()) w_.lm_head = w_.embed;
-    w_.lm_head.prepare_matmul(c);  // packs a tied embedding for its lm_head use
-    // Tied: the embedding reads its rows from that packed copy (dropped file pages would
-    // otherwise fault back in, a readahead window per looked-up token, on top of the copy).
-    if (w_.lm_head.weight == w_.embed.weight) w_.embed.packed = w_.lm_head.packed;
+    // Pipeline stages: the first embeds, the last holds the final norm and the lm_head.
+    const bool embed_here = tp_.first_stage(), head_here = tp_.last_stage();
+    if (embed_here || (tied && head_here)) w_.embed = Linear::bind(c, names.embed(), {V, H}, quant, Linear::Use::Rows);
+    else c.ignore(regex_quote(names.embed()), "held by the first pipeline stage");
+    if (head_here) {
+      if (!tied) w_.lm_head = Linear::bind(c, names.lm_head(), {V, H}, quant);
+      if (!w_.lm_head.valid()) w_.lm_head = w_.embed;
+      w_.lm_head.prepare_matmul(c);  // packs a tied embedding for its lm_head use
+      // Tied: the embedding reads its rows from that packed copy (dropped file pages would
+      // otherwise fault back in, a readahead window per looked-up token, on top of the copy).
+      if (w_.lm_head.weight == w_.embed.weight) w_.embed.packed = w_.lm_head.packed;
+    } else if (!tied) {
+      c.ignore(regex_quote(names.lm_head()), "held by the last pipeline stage");
+    }
   }
-  w_.final_norm = vec(names.final_norm(), H, all_h);
+  if (tp_.last_stage()) w_.final_norm = vec(names.final_norm(), H, all_h);
+  else c.ignore(regex_quote(names.final_norm()), "held by the last pipeline stage");
   c.ignore(R"(model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq)", "recomputed from the config");
   c.ignore("rope_freqs.weight", "recomputed from the config");
 
-  w_.layers.resize(static_cast<size_t>(full.num_layers));
-  for (int64_t i = 0; i < full.num_layers; ++i) {
-    DenseLayer& L = w_.layers[static_cast<size_t>(i)];
+  // This stage's layers (all of them without pipeline parallelism).
+  const dist::Range own = dist::pipeline_layers(full.num_layers, tp_.stages(), tp_.stage());
+  for (int64_t i = 0; i < full.num_layers; ++i)
+    if (i < own.begin || i >= own.end)
+      c.ignore(regex_quote(names.layer_prefix(static_cast<int>(i))) + ".*", "a layer of another pipeline stage");
+  w_.layers.resize(static_cast<size_t>(own.size()));
+  for (int64_t i = own.begin; i < own.end; ++i) {
+    DenseLayer& L = w_.layers[static_cast<size_t>(i - own.begin)];
     const int n = static_cast<int>(i);
     L.attn_norm = vec(names.layer(n, "attn_norm"), H, all_h);
     L.wq = matrix(names.layer(n, "q"), {q_dim, H}, q_rows, all_h);
@@ -137,6 +161,17 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
     L.ffn.w_gate = matrix(names.layer(n, "gate"), {I, H}, inter, all_h);
     L.ffn.w_up = matrix(names.layer(n, "up"), {I, H}, inter, all_h);
     L.ffn.w_down = matrix(names.layer(n, "down"), {H, I}, all_h, inter);  // row-parallel
+  }
+  if (own.size() != full.num_layers) {
+    // The stage's config: its layers only (the KV pool holds theirs).
+    cfg_.num_layers = own.size();
+    auto keep = [&](auto& per_layer) {
+      if (per_layer.empty()) return;
+      per_layer.erase(per_layer.begin() + own.end, per_layer.end());
+      per_layer.erase(per_layer.begin(), per_layer.begin() + own.begin);
+    };
+    keep(cfg_.attention_windows);
+    keep(cfg_.layer_types);
   }
   const LoadVerdict verdict = c.verdict();
   complete_ = verdict.missing.empty() && verdict.mismatched.empty();
@@ -186,11 +221,13 @@ void DenseModel::forward(const ForwardBatch& batch, float* logits) {
   if (!complete_) fail("the model was loaded with missing or mismatched tensors and cannot run");
   if (batch.kv == nullptr) fail("forward: the batch has no KV pool");
   if (!tp_.active()) return forward_local(batch, logits);
-  if (tp_.rank() != 0) fail("forward: rank ", tp_.rank(), " of a tensor-parallel model runs serve_steps(), not forward()");
+  if (tp_.world_rank() != 0) fail("forward: rank ", tp_.world_rank(), " of a parallel model runs serve_steps(), not forward()");
   // Everything that can reject the batch is checked before the other ranks are told about it:
   // past the broadcast, a failure on one rank would leave the others inside a collective.
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   check_tap_layers(batch, cfg_.num_layers);
+  if (tp_.stages() > 1 && !batch.tap_layers.empty())
+    fail("forward: a drafter's taps of the residual stream are not available under pipeline parallelism");
   if (flat_.size() == 0) return;
   tp_.forward(batch, [&] { forward_local(batch, logits); });
 }
@@ -199,14 +236,46 @@ void DenseModel::serve_steps() {
   tp_.serve(cfg_, [&](const ForwardBatch& batch) { forward_local(batch, nullptr); });
 }
 
+// Pipeline parallel: the batch goes through the stages in micro-batches (contiguous groups of
+// its sequences, as many as there are stages), so stage s works on micro-batch m while stage
+// s + 1 works on m - 1. The last stage sends all logits to rank 0 at the end: every message
+// flows forward until then, so blocking sends cannot deadlock.
 void DenseModel::forward_local(const ForwardBatch& batch, float* logits) {
+  if (tp_.stages() == 1) return forward_part(batch, logits);
+  const int64_t V = cfg_.vocab_size, rows = logit_rows(batch);
+  float* out = nullptr;
+  if (tp_.last_stage() || tp_.world_rank() == 0) {
+    if (logits == nullptr || tp_.world_rank() != 0) {
+      pipeline_logits_.resize(static_cast<size_t>(rows * V));
+      out = pipeline_logits_.data();
+    } else {
+      out = logits;
+    }
+  }
+  const size_t seqs = batch.seqs.size(), parts = std::min(seqs, static_cast<size_t>(tp_.stages()));
+  int64_t row = 0;
+  for (size_t m = 0; m < parts; ++m) {
+    ForwardBatch part = batch;
+    const size_t b = m * seqs / parts, e = (m + 1) * seqs / parts;
+    part.seqs = batch.seqs.subspan(b, e - b);
+    forward_part(part, tp_.last_stage() ? out + row * V : nullptr);
+    row += logit_rows(part);
+  }
+  if (tp_.last_stage()) tp_.send_logits_to_first(out, rows * V);
+  else if (tp_.world_rank() == 0) tp_.recv_logits_from_last(out, rows * V);
+}
+
+// This rank's layers over one (micro-)batch: embedded here or received from the previous
+// stage; sent on, or (last stage) turned into logits.
+void DenseModel::forward_part(const ForwardBatch& batch, float* logits) {
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   const int64_t n = flat_.size();
   if (n == 0) return;
   const int64_t H = cfg_.hidden_size;
   ensure_buffers(n);
 
-  tp_.embed(w_.embed, flat_.ids, cfg_.hidden_size, x_.data());
+  if (tp_.first_stage()) tp_.embed(w_.embed, flat_.ids, cfg_.hidden_size, x_.data());
+  else tp_.recv_from_previous_stage(x_.data(), n * H);
   const int64_t half = rope_.dim() / 2;
   for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
 
@@ -216,6 +285,7 @@ void DenseModel::forward_local(const ForwardBatch& batch, float* logits) {
     mlp_block(w_.layers[l], n);
     capture_taps(batch, static_cast<int64_t>(l), x_.data(), n, H);
   }
+  if (!tp_.last_stage()) return tp_.send_to_next_stage(x_.data(), n * H);
 
   const auto rows = static_cast<int64_t>(flat_.logit_row.size());
   for (int64_t r = 0; r < rows; ++r) {

@@ -65,6 +65,7 @@ class DenseModel final : public Model {
   void ensure_buffers(int64_t n);
   // The forward on this rank's slices (collectives included); logits may be null off rank 0.
   void forward_local(const ForwardBatch& batch, float* logits);
+  void forward_part(const ForwardBatch& batch, float* logits);  // one micro-batch
 
   std::unique_ptr<Checkpoint> ckpt_;
   ModelConfig cfg_;  // under tensor parallelism: this rank's heads and intermediate size
@@ -72,6 +73,7 @@ class DenseModel final : public Model {
   // Tensor parallelism (dist/tensor_parallel.h): the embedding and lm_head hold vocabulary
   // rows tp_.vocab_rows() of the whole model's.
   TpRuntime tp_;
+  std::vector<float> pipeline_logits_;  // [rows, V]: the last stage's, or rank 0's without a buffer
   std::unique_ptr<ThreadPool> own_pool_;  // null when running on a shared pool
   ThreadPool& pool_;
   Rope rope_;

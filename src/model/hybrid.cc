@@ -64,7 +64,7 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
   if (gguf) cfg_.tie_word_embeddings = !c.has(head);  // llama.cpp: no output tensor means tied
   if (cfg_.tie_word_embeddings && c.has(head)) c.ignore("lm_head\\.weight", "tied to the embedding (tie_word_embeddings)");
   const bool tied = cfg_.tie_word_embeddings;
-  if (tp_.active()) {
+  if (tp_.size() > 1) {
     // Vocabulary-parallel: this rank's rows of the embedding and the lm_head.
     if (tied) {
       lm_head_ = Linear::bind_slice(c, embed_name, {V, H}, quant, vocab_rows, all_h);
@@ -106,7 +106,7 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
 void HybridModel::plan_shares(const QuantConfig& quant) {
   full_cfg_ = cfg_;
   full_gdn_shape_ = gdn_shape_;
-  if (!tp_.active()) return;
+  if (tp_.size() == 1) return;
   const Checkpoint& c = *ckpt_;
   const bool gguf = cfg_.gguf_hybrid_layout;
   const int t = tp_.size(), r = tp_.rank();
@@ -158,7 +158,7 @@ void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, 
   // Rows x cols of a matrix, or this rank's rows / cols of it.
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, dist::Range keep_rows = {},
                     dist::Range keep_cols = {}) {
-    if (!tp_.active()) return Linear::bind(c, name, {rows, cols}, quant);
+    if (tp_.size() == 1) return Linear::bind(c, name, {rows, cols}, quant);
     return Linear::bind_slice(c, name, {rows, cols}, quant, keep_rows.size() > 0 ? keep_rows : dist::Range{0, rows},
                               keep_cols.size() > 0 ? keep_cols : dist::Range{0, cols});
   };
@@ -326,7 +326,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
   check_states(batch);
   check_tap_layers(batch, cfg_.num_layers);
   if (!tp_.active()) return forward_local(batch, logits);
-  if (tp_.rank() != 0) fail("forward: rank ", tp_.rank(), " of a tensor-parallel model runs serve_steps(), not forward()");
+  if (tp_.world_rank() != 0) fail("forward: rank ", tp_.world_rank(), " of a parallel model runs serve_steps(), not forward()");
   tp_.forward(batch, [&] { forward_local(batch, logits); });
 }
 

@@ -48,6 +48,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   if (const dist::TensorParallel& tp = opts.tensor_parallel; tp.active()) {
     if (const std::string problem = dist::tensor_parallel_problem(cfg, tp.size(), tp.expert_parallel); !problem.empty())
       fail(path, ": cannot run with --tensor-parallel-size ", tp.size(), ": ", problem);
+    if (const std::string problem = dist::pipeline_problem(cfg, tp.pipeline_stages); !problem.empty())
+      fail(path, ": cannot run with --pipeline-parallel-size ", tp.pipeline_stages, ": ", problem);
     dist::check_same_model(*tp.comm, *ckpt);
   }
   // Weights first, so a broken checkpoint is reported by tensor name before anything else.

@@ -34,7 +34,7 @@ void TpRuntime::forward(const ForwardBatch& batch, const std::function<void()>& 
 }
 
 void TpRuntime::send_stop() {
-  if (!tp_.active() || tp_.rank() != 0) return;
+  if (!tp_.active() || tp_.world_rank() != 0) return;
   dist::StepHeader stop;
   tp_.comm->broadcast_idle(&stop, sizeof(stop), 0);
 }
@@ -78,7 +78,7 @@ void TpRuntime::apply_state_op(const ModelConfig& local_cfg, const dist::StateOp
 }
 
 void TpRuntime::serve(const ModelConfig& local_cfg, const std::function<void(const ForwardBatch&)>& local) {
-  if (!tp_.active() || tp_.rank() == 0) fail("serve_steps: only ranks other than 0 of a tensor-parallel model serve steps");
+  if (!tp_.active() || tp_.world_rank() == 0) fail("serve_steps: only ranks other than 0 of a parallel model serve steps");
   for (;;) {
     dist::StepHeader header;
     tp_.comm->broadcast_idle(&header, sizeof(header), 0);
@@ -115,7 +115,24 @@ void TpRuntime::serve(const ModelConfig& local_cfg, const std::function<void(con
 }
 
 void TpRuntime::all_reduce(float* data, int64_t n) {
-  if (tp_.active()) tp_.comm->all_reduce_sum(data, static_cast<size_t>(n));
+  if (tp_.size() > 1) tp_.comm->all_reduce_sum(data, static_cast<size_t>(n));
+}
+
+void TpRuntime::send_to_next_stage(const float* data, int64_t n) {
+  tp_.comm->send(data, static_cast<size_t>(n) * sizeof(float), tp_.world_rank() + tp_.size());
+}
+
+void TpRuntime::recv_from_previous_stage(float* data, int64_t n) {
+  tp_.comm->recv(data, static_cast<size_t>(n) * sizeof(float), tp_.world_rank() - tp_.size());
+}
+
+void TpRuntime::send_logits_to_first(const float* logits, int64_t n) {
+  if (tp_.world_rank() != 0) tp_.comm->send(logits, static_cast<size_t>(n) * sizeof(float), 0);
+}
+
+void TpRuntime::recv_logits_from_last(float* logits, int64_t n) {
+  const int last = tp_.comm->size() - 1;
+  if (last != 0) tp_.comm->recv(logits, static_cast<size_t>(n) * sizeof(float), last);
 }
 
 void TpRuntime::embed(const Linear& embed, std::span<const int32_t> ids, int64_t H, float* x) {
@@ -130,7 +147,7 @@ void TpRuntime::embed(const Linear& embed, std::span<const int32_t> ids, int64_t
 
 void TpRuntime::logits(const Linear& lm_head, const float* xn, int64_t rows, int64_t V, float* logits,
                        ThreadPool& pool) {
-  if (!tp_.active()) return lm_head.matmul(xn, rows, logits, pool);
+  if (tp_.size() == 1) return lm_head.matmul(xn, rows, logits, pool);
   const int t = tp_.size();
   const int64_t width = dist::split(V, t, 0).size(), mine = vocab_rows_.size();
   const auto slice = static_cast<size_t>(rows * width);

@@ -35,10 +35,23 @@ class TpRuntime {
 
   void init(const dist::TensorParallel& tp, int64_t vocab);
   const dist::TensorParallel& config() const { return tp_; }
-  bool active() const { return tp_.active(); }
-  int rank() const { return tp_.rank(); }
-  int size() const { return tp_.size(); }
+  bool active() const { return tp_.active(); }  // several ranks (tensor or pipeline parallel)
+  int rank() const { return tp_.rank(); }       // within the stage: the tensor-parallel rank
+  int size() const { return tp_.size(); }       // tensor-parallel size
+  int world_rank() const { return tp_.world_rank(); }
   dist::Range vocab_rows() const { return vocab_rows_; }
+
+  // Pipeline stages (one rank each): stage s receives the hidden states of every micro-batch
+  // from s - 1 and sends its own to s + 1; the last stage sends the logits to rank 0.
+  int stage() const { return tp_.stage(); }
+  int stages() const { return tp_.pipeline_stages; }
+  bool first_stage() const { return stage() == 0; }
+  bool last_stage() const { return stage() == stages() - 1; }
+  void send_to_next_stage(const float* data, int64_t n);
+  void recv_from_previous_stage(float* data, int64_t n);
+  // Called by the last stage and by rank 0 (nothing when they are the same rank).
+  void send_logits_to_first(const float* logits, int64_t n);
+  void recv_logits_from_last(float* logits, int64_t n);
 
   // Rank 0: sends the (validated) batch to the other ranks, then runs local(batch); an
   // exception from local ends the job.

@@ -12,6 +12,10 @@ class WeightNames {
   std::string lm_head() const { return gguf_ ? "output.weight" : "lm_head.weight"; }
   // role: attn_norm q k v o q_bias k_bias v_bias q_norm k_norm ffn_norm gate up down
   std::string layer(int i, const std::string& role) const;
+  // Every tensor of layer i starts with this ("blk.3." / "model.layers.3.").
+  std::string layer_prefix(int i) const {
+    return gguf_ ? "blk." + std::to_string(i) + "." : "model.layers." + std::to_string(i) + ".";
+  }
   // Module prefix of a sparse MoE block (model/moe.h names the tensors under it).
   std::string moe_prefix(int i) const {
     return gguf_ ? "blk." + std::to_string(i) : "model.layers." + std::to_string(i) + ".mlp";
