@@ -124,7 +124,7 @@ def test_layout_detail_and_pipeline():
              "--layout", "tp=4,pp=2")
     assert "layout tp=4,pp=2: 8 ranks" in r.stdout
     assert "stage 0: layers [0, 48)" in r.stdout and "stage 1: layers [48, 96)" in r.stdout
-    assert "activations to the next stage" in r.stdout and "sampled token ids" in r.stdout
+    assert "activations to the next stage" in r.stdout and "logits of the new tokens" in r.stdout
     j = plan_json("--model", ULTRA, "--nodes", 8, "--memory-per-node", "256G", "--network", GBPS, "--dtype", "nvfp4",
                   "--layout", "tp=4,pp=2")
     (p,) = j["layouts"]

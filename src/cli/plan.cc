@@ -38,7 +38,7 @@ const char* kModelHelp =
     "  TP: 2 all-reduces of [tokens, H] per layer + 1 for the vocab-split embedding + 1 all-gather\n"
     "  of the f32 logits slices. EP: per MoE layer one all-reduce, or all-to-all dispatch\n"
     "  + combine (the cheaper at batch 1 is used, both shown with --layout). PP: one send of\n"
-    "  [tokens, H] per stage boundary + the sampled token back to the first stage.\n";
+    "  [tokens, H] per stage boundary + the f32 logits back to the first stage (the sampler).\n";
 
 ModelConfig load_config(const std::string& path) {
   fs::path file = path;

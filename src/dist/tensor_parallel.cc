@@ -38,7 +38,10 @@ std::string tensor_parallel_problem(const ModelConfig& cfg, int t, bool expert_p
 
 Range pipeline_layers(int64_t num_layers, int stages, int s) {
   ZEN_CHECK(stages >= 1 && s >= 0 && s < stages, "pipeline stage ", s, " of ", stages);
-  return {s * num_layers / stages, (s + 1) * num_layers / stages};
+  // As zen plan lays them out: the first num_layers % stages stages take one layer more.
+  const int64_t base = num_layers / stages, extra = num_layers % stages;
+  const int64_t begin = s * base + std::min<int64_t>(s, extra);
+  return {begin, begin + base + (s < extra ? 1 : 0)};
 }
 
 std::string pipeline_problem(const ModelConfig& cfg, int stages) {

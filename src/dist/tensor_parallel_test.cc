@@ -317,6 +317,34 @@ void expect_planner_collectives(const std::string& model, bool expert_parallel) 
             gather_bytes / static_cast<double>(prompt.size()));
 }
 
+// Pipeline stages: rank 0 sends [tokens, H] to stage 1 and receives the logits of its rows,
+// the planner's two sends.
+TEST(TensorParallel, PipelineSendsAreThePlannersAtF32) {
+  const std::string model = fixture("qwen3_moe_step2");
+  TpModel pp(model, 2, false, false, 2);
+  const ModelConfig full = single(model)->config();
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+  auto cache = pp.rank0().new_cache(16);
+  std::vector<float> logits(static_cast<size_t>(full.vocab_size));
+  pp.rank0().forward(*cache, prompt, logits.data(), false);
+  plan::Options o;
+  o.nodes = 2;
+  o.memory_per_node = 1e12;
+  o.network_gbps = 100;
+  o.wire_bytes = 4;
+  const auto T = static_cast<int64_t>(prompt.size());
+  std::vector<double> sends;
+  for (const plan::CollectiveCall& c : plan::step_collectives(full, {1, 1, 2}, o, T))
+    if (c.kind == plan::CollectiveKind::Send) sends.push_back(c.payload_bytes);
+  ASSERT_EQ(sends.size(), 2u);
+  const dist::Stats& s = pp.stats();
+  EXPECT_EQ(s[dist::Op::Send].calls, 1);
+  EXPECT_EQ(s[dist::Op::Send].bytes, sends[0]);
+  EXPECT_EQ(s[dist::Op::Recv].calls, 1);
+  // The logits of the rows the engine needs (here the last): the planner's per token.
+  EXPECT_EQ(s[dist::Op::Recv].bytes, sends[1] / static_cast<double>(T));
+}
+
 TEST(TensorParallel, CollectivesPerForwardAreThePlannersAtF32) {
   expect_planner_collectives("qwen3_f32", false);
   expect_planner_collectives("qwen3_moe_step2", true);

@@ -398,7 +398,10 @@ std::vector<CollectiveCall> step_collectives(const ModelConfig& c, const Layout&
       }
     }
     if (L.pp > 1 && !last) add(CollectiveKind::Send, "activations to the next stage", s, 2, 1, 0, home_tokens * row);
-    if (L.pp > 1 && last) add(CollectiveKind::Send, "sampled token ids to the first stage", s, 2, 1, 0, T * 4);
+    // The engine samples on the first stage (with the scheduler): the last sends it the logits.
+    if (L.pp > 1 && last)
+      add(CollectiveKind::Send, "logits of the new tokens to the first stage (f32)", s, 2, 1, 0,
+          T * static_cast<double>(c.vocab_size) * 4);
   }
   return out;
 }

@@ -37,7 +37,8 @@
 //    one more layer); embedding on the first stage, final norm and lm_head on the last (a tied
 //    lm_head is a copy of the embedding there when p > 1). One point-to-point send of
 //    [tokens, H] per stage boundary per forward (each of the stage's TP ranks to its peer, in
-//    parallel), and the sampled token ids (int32) go from the last stage back to the first.
+//    parallel), and the logits of the new tokens (f32 [tokens, V]) go from the last stage back
+//    to the first, where the engine samples (what the MPI engine does).
 //    At batch-1 decode the stages run one after another (latencies add); with at least p
 //    sequences (micro-batches) in flight they overlap and the bound is the slowest stage; a
 //    single forward of m micro-batches idles (p-1)/(m+p-1) of the time (the bubble).

@@ -175,13 +175,13 @@ TEST(Plan, TinyPipelineTwo) {
   EXPECT_EQ(p.stages[1].first_layer, 1);
   EXPECT_TRUE(p.stages[0].embedding && !p.stages[0].lm_head);
   EXPECT_TRUE(p.stages[1].lm_head && !p.stages[1].embedding);
-  // One activation send at the boundary, the sampled token back: nothing else.
+  // One activation send at the boundary, the logits back (16 f32): nothing else.
   ASSERT_EQ(p.collectives.size(), 2u);
   EXPECT_EQ(p.collectives[0].kind, CollectiveKind::Send);
   EXPECT_EQ(p.collectives[0].payload_bytes, 16);
   EXPECT_EQ(p.collectives[0].stage, 0);
   EXPECT_DOUBLE_EQ(p.collectives[0].seconds, kAlpha + 16 / kBeta);
-  EXPECT_EQ(p.collectives[1].payload_bytes, 4);
+  EXPECT_EQ(p.collectives[1].payload_bytes, 16 * 4);
   EXPECT_EQ(p.calls_per_token, 2);
   // Stage 0: embedding 128, its norms 16, attention 392, dense MLP 288; stage 1: lm_head 128,
   // norms 16 + final 8, attention 392, router 32, experts 576.
