@@ -83,7 +83,7 @@ def test_zen4_ultra_table_on_8_nodes():
     expect = tp_rank_weight_bytes(t, 8, DTYPE_BYTES["nvfp4"])
     assert abs(float(weights) - expect / GIB) <= 0.05
     assert fits == "yes"
-    assert int(calls) == 2 * t["num_hidden_layers"] + 1 + 1  # 2 all-reduces a layer, embedding, logits
+    assert int(calls) == 2 * t["num_hidden_layers"] + 1 + 1  # 2 all-reduces a layer, embedding, argmax
     assert float(tps) == pytest.approx(1000 / (float(mem) + float(net)), rel=0.01)
     # Sorted by the bound among the layouts that fit.
     bounds = [float(row[-1]) for row in rows.values()]
@@ -99,9 +99,8 @@ def test_zen4_ultra_table_on_8_nodes():
     assert sum(c["calls"] for c in all_reduce) == 2 * t["num_hidden_layers"] + 1
     assert all(c["payload_bytes"] == row and c["group"] == 8 for c in all_reduce)
     gather = [c for c in tp8["collectives"] if c["kind"] == "all-gather"]
-    logits = -(-t["vocab_size"] // 8) * 4  # each rank's f32 logits slice
-    assert [(c["calls"], c["payload_bytes"]) for c in gather] == [(1, logits)]
-    network = (2 * t["num_hidden_layers"] + 1) * 14 * (ALPHA + row / 8 / BETA) + 7 * (ALPHA + logits / BETA)
+    assert [(c["calls"], c["payload_bytes"]) for c in gather] == [(1, 8)]
+    network = (2 * t["num_hidden_layers"] + 1) * 14 * (ALPHA + row / 8 / BETA) + 7 * (ALPHA + 8 / BETA)
     assert tp8["network_seconds"] == pytest.approx(network, rel=1e-9)
     assert tp8["tokens_per_second"] == pytest.approx(1 / (tp8["memory_seconds"] + network), rel=1e-9)
     # EP: one all-reduce per MoE layer at batch 1, dispatch + combine as the alternative.
@@ -124,7 +123,7 @@ def test_layout_detail_and_pipeline():
              "--layout", "tp=4,pp=2")
     assert "layout tp=4,pp=2: 8 ranks" in r.stdout
     assert "stage 0: layers [0, 48)" in r.stdout and "stage 1: layers [48, 96)" in r.stdout
-    assert "activations to the next stage" in r.stdout and "logits of the new tokens" in r.stdout
+    assert "activations to the next stage" in r.stdout and "argmax (max, index) of the new tokens" in r.stdout
     j = plan_json("--model", ULTRA, "--nodes", 8, "--memory-per-node", "256G", "--network", GBPS, "--dtype", "nvfp4",
                   "--layout", "tp=4,pp=2")
     (p,) = j["layouts"]
@@ -206,3 +205,15 @@ def test_layout_that_does_not_fit_exits_1():
             "--layout", "pp=8")
     assert r.returncode == 1
     assert "fits: no" in r.stdout and "does not fit" in r.stderr
+
+
+def test_logits_flag_plans_rows_that_sample():
+    """--logits: the vocabulary split exchanges each rank's f32 logits slice, not (max, index)."""
+    t = text_config(ULTRA)
+    base = ["--model", ULTRA, "--nodes", 8, "--memory-per-node", "256G", "--network", GBPS, "--dtype", "nvfp4",
+            "--layout", "tp=8"]
+    (greedy,) = plan_json(*base)["layouts"]
+    (sampled,) = plan_json(*base, "--logits")["layouts"]
+    gathers = [c for c in sampled["collectives"] if c["kind"] == "all-gather"]
+    assert [(c["calls"], c["payload_bytes"]) for c in gathers] == [(1, -(-t["vocab_size"] // 8) * 4)]
+    assert sampled["network_seconds"] > greedy["network_seconds"]

@@ -36,9 +36,10 @@ const char* kModelHelp =
     "  (n-1)(alpha + b/beta), all-to-all (n-1) alpha + S/beta, send alpha + B/beta; alpha =\n"
     "  --latency-us, beta = --network Gbit/s / 8. tokens/s bound = 1 / (memory + network time).\n"
     "  TP: 2 all-reduces of [tokens, H] per layer + 1 for the vocab-split embedding + 1 all-gather\n"
-    "  of the f32 logits slices. EP: per MoE layer one all-reduce, or all-to-all dispatch\n"
+    "  of (max, index) per token for greedy rows (--logits: of the f32 logits slices). EP: per MoE layer one all-reduce, or all-to-all dispatch\n"
     "  + combine (the cheaper at batch 1 is used, both shown with --layout). PP: one send of\n"
-    "  [tokens, H] per stage boundary + the f32 logits back to the first stage (the sampler).\n";
+    "  [tokens, H] per stage boundary + (max, index) per token back to the first stage (--logits:\n"
+    "  the f32 logits), where the sampler runs.\n";
 
 ModelConfig load_config(const std::string& path) {
   fs::path file = path;
@@ -266,6 +267,8 @@ int plan_command(int argc, char** argv) {
                    {"memory-bandwidth", FlagKind::Float, "weight-read bandwidth per rank, GB/s (default 200)", {}},
                    {"reserve", FlagKind::Float, "fraction of each node's memory kept free (default 0.10)", {}},
                    {"min-kv-tokens", FlagKind::Int, "KV room per rank a layout needs to fit (default 4096)", {}},
+                   {"logits", FlagKind::Bool,
+                    "rows sample or return logprobs: exchange f32 logits (default: greedy, (max, index) per token)", {}},
                    {"sequences", FlagKind::Int, "recurrent states reserved per rank, hybrids (default 1)", {}},
                    {"batch", FlagKind::Int, "the larger batch of the EP all-to-all vs all-reduce comparison (default 64)", {}},
                    {"layout", FlagKind::String, "print only this layout, in detail: tp=8, tp=4,pp=2, ep=8, pp=8 ...", {}},
@@ -291,6 +294,7 @@ int plan_command(int argc, char** argv) {
   o.memory_bandwidth_gbs = f.number("memory-bandwidth", o.memory_bandwidth_gbs);
   o.reserve = f.number("reserve", o.reserve);
   o.min_kv_tokens = f.integer("min-kv-tokens", o.min_kv_tokens);
+  o.greedy = !f.flag("logits");
   o.sequences = f.integer("sequences", o.sequences);
   o.large_batch = f.integer("batch", o.large_batch);
   o.validate();

@@ -72,6 +72,7 @@ std::vector<uint8_t> encode_step(const ForwardBatch& batch) {
   w.put<int32_t>(static_cast<int32_t>(batch.kv->dtype()));
   w.put<uint64_t>(reinterpret_cast<uintptr_t>(batch.states));
   w.put<int64_t>(batch.states != nullptr ? batch.states->num_slots() : 0);
+  w.put<uint8_t>(batch.argmax_only ? 1 : 0);
   w.put<uint64_t>(batch.seqs.size());
   for (const SeqSlice& s : batch.seqs) {
     w.put<int64_t>(s.pos);
@@ -98,6 +99,7 @@ DecodedStep decode_step(std::vector<uint8_t> body) {
   d.states_slots = r.get<int64_t>();
   if (d.states_slots < 0 || (d.states_id != 0) != (d.states_slots > 0))
     fail("step message: ", d.states_slots, " state slots");
+  d.argmax_only = r.get<uint8_t>() != 0;
   const auto n = r.get<uint64_t>();
   if (n > d.body.size()) fail("step message: ", n, " sequences in a ", d.body.size(), "-byte message");
   d.seqs.resize(static_cast<size_t>(n));

@@ -43,6 +43,7 @@ struct DecodedStep {
   PoolShape pool;
   uint64_t states_id = 0;      // rank 0's recurrent-state pool (0: none)
   int64_t states_slots = 0;
+  bool argmax_only = false;
   std::vector<SeqSlice> seqs;
 };
 // Throws zen::Error on a truncated or inconsistent body.

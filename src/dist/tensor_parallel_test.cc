@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "engine/generate.h"
 #include "model/linear.h"
 #include "model/model.h"
+#include "model/state_cache.h"
 #include "plan/plan.h"
 
 namespace zen {
@@ -136,11 +138,17 @@ TEST(TensorParallel, StepMessageRoundTrips) {
   std::vector<SeqSlice> seqs(2);
   seqs[0] = {t0, 5, b0, -1, true, {}, false};
   seqs[1] = {t1, 0, b1, 2, false, h1, true};
+  StatePool states(16, 3);
   ForwardBatch batch;
   batch.kv = &pool;
+  batch.states = &states;
   batch.seqs = seqs;
+  batch.argmax_only = true;
   std::vector<uint8_t> body = dist::encode_step(batch);
   const dist::DecodedStep d = dist::decode_step(body);
+  EXPECT_EQ(d.states_slots, 3);
+  EXPECT_NE(d.states_id, 0u);
+  EXPECT_TRUE(d.argmax_only);
   EXPECT_EQ(d.pool.num_blocks, 8);
   EXPECT_EQ(d.pool.block_size, pool.block_size());
   ASSERT_EQ(d.seqs.size(), 2u);
@@ -281,13 +289,17 @@ TEST(TensorParallel, EngineAtConcurrency16WithPreemptionMatchesOneProcess) {
     EXPECT_EQ(got[i].finish_reason, "length");
   }
   EXPECT_GT(e2.stats().preemptions, 0) << "the pool was meant to preempt";
+  // Greedy requests without logprobs: the steps exchanged (max, index), 8 bytes a row.
+  const dist::OpStats& gathers = tp.stats()[dist::Op::AllGather];
+  EXPECT_LE(gathers.bytes / static_cast<double>(gathers.calls), 8.0 * 16);
 }
 
 // One all-reduce for the embedding and two a layer, one all-gather of logits: what
 // `zen plan` counts for tp=2, with the bytes the engine moves (f32 rows, f32 logit slices).
-// The same for a MoE model under expert parallelism: one all-reduce per MoE layer.
-void expect_planner_collectives(const std::string& model, bool expert_parallel) {
-  SCOPED_TRACE(model);
+// The same for a MoE model under expert parallelism: one all-reduce per MoE layer. argmax_only:
+// the step needs only each row's argmax, and the vocabulary split exchanges (max, index).
+void expect_planner_collectives(const std::string& model, bool expert_parallel, bool argmax_only) {
+  SCOPED_TRACE(model + (argmax_only ? " argmax" : " logits"));
   TpModel tp(fixture(model), 2, false, expert_parallel);
   const ModelConfig full = single(fixture(model))->config();
   std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
@@ -295,12 +307,13 @@ void expect_planner_collectives(const std::string& model, bool expert_parallel) 
   const dist::Stats before = tp.stats();
   auto cache = tp.rank0().new_cache(16);
   std::vector<float> logits(static_cast<size_t>(full.vocab_size));
-  tp.rank0().forward(*cache, prompt, logits.data(), false);
+  tp.rank0().forward(*cache, prompt, logits.data(), false, argmax_only);
   plan::Options o;
   o.nodes = 2;
   o.memory_per_node = 1e12;
   o.network_gbps = 100;
   o.wire_bytes = 4;
+  o.greedy = argmax_only;
   const auto calls = plan::step_collectives(full, {2, 1, 1}, o, static_cast<int64_t>(prompt.size()));
   int64_t reduces = 0, gathers = 0;
   double reduce_bytes = 0, gather_bytes = 0;
@@ -317,37 +330,70 @@ void expect_planner_collectives(const std::string& model, bool expert_parallel) 
             gather_bytes / static_cast<double>(prompt.size()));
 }
 
-// Pipeline stages: rank 0 sends [tokens, H] to stage 1 and receives the logits of its rows,
-// the planner's two sends.
+// Pipeline stages: rank 0 sends [tokens, H] to stage 1 and receives the logits (or the
+// (max, index)) of its rows: the planner's two sends.
 TEST(TensorParallel, PipelineSendsAreThePlannersAtF32) {
   const std::string model = fixture("qwen3_moe_step2");
-  TpModel pp(model, 2, false, false, 2);
   const ModelConfig full = single(model)->config();
-  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
-  auto cache = pp.rank0().new_cache(16);
-  std::vector<float> logits(static_cast<size_t>(full.vocab_size));
-  pp.rank0().forward(*cache, prompt, logits.data(), false);
-  plan::Options o;
-  o.nodes = 2;
-  o.memory_per_node = 1e12;
-  o.network_gbps = 100;
-  o.wire_bytes = 4;
-  const auto T = static_cast<int64_t>(prompt.size());
-  std::vector<double> sends;
-  for (const plan::CollectiveCall& c : plan::step_collectives(full, {1, 1, 2}, o, T))
-    if (c.kind == plan::CollectiveKind::Send) sends.push_back(c.payload_bytes);
-  ASSERT_EQ(sends.size(), 2u);
-  const dist::Stats& s = pp.stats();
-  EXPECT_EQ(s[dist::Op::Send].calls, 1);
-  EXPECT_EQ(s[dist::Op::Send].bytes, sends[0]);
-  EXPECT_EQ(s[dist::Op::Recv].calls, 1);
-  // The logits of the rows the engine needs (here the last): the planner's per token.
-  EXPECT_EQ(s[dist::Op::Recv].bytes, sends[1] / static_cast<double>(T));
+  for (const bool argmax_only : {false, true}) {
+    SCOPED_TRACE(argmax_only ? "argmax" : "logits");
+    TpModel pp(model, 2, false, false, 2);
+    const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+    auto cache = pp.rank0().new_cache(16);
+    std::vector<float> logits(static_cast<size_t>(full.vocab_size));
+    pp.rank0().forward(*cache, prompt, logits.data(), false, argmax_only);
+    plan::Options o;
+    o.nodes = 2;
+    o.memory_per_node = 1e12;
+    o.network_gbps = 100;
+    o.wire_bytes = 4;
+    o.greedy = argmax_only;
+    const auto T = static_cast<int64_t>(prompt.size());
+    std::vector<double> sends;
+    for (const plan::CollectiveCall& c : plan::step_collectives(full, {1, 1, 2}, o, T))
+      if (c.kind == plan::CollectiveKind::Send) sends.push_back(c.payload_bytes);
+    ASSERT_EQ(sends.size(), 2u);
+    const dist::Stats& s = pp.stats();
+    EXPECT_EQ(s[dist::Op::Send].calls, 1);
+    EXPECT_EQ(s[dist::Op::Send].bytes, sends[0]);
+    EXPECT_EQ(s[dist::Op::Recv].calls, 1);
+    // The logits (or maxima) of the rows the engine needs (here the last): the planner's per token.
+    EXPECT_EQ(s[dist::Op::Recv].bytes, sends[1] / static_cast<double>(T));
+  }
 }
 
 TEST(TensorParallel, CollectivesPerForwardAreThePlannersAtF32) {
-  expect_planner_collectives("qwen3_f32", false);
-  expect_planner_collectives("qwen3_moe_step2", true);
+  for (const bool argmax_only : {false, true}) {
+    expect_planner_collectives("qwen3_f32", false, argmax_only);
+    expect_planner_collectives("qwen3_moe_step2", true, argmax_only);
+  }
+}
+
+// An argmax-only forward: rows of -inf holding the maximum at the whole row's argmax, the
+// same value the full logits hold there; tensor parallel (all-gather of (max, index)) and
+// pipelined (the last stage sends them), for every position of a prompt.
+TEST(TensorParallel, ArgmaxOnlyRowsHoldTheMaximumAtTheArgmax) {
+  const std::string model = fixture("qwen3_f32");
+  auto one = single(model);
+  const int64_t V = one->config().vocab_size;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 30; ++i) prompt.push_back(static_cast<int32_t>((i * 29 + 3) % V));
+  const std::vector<float> want = all_logits(*one, prompt);
+  for (const bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "pipeline" : "tensor parallel");
+    TpModel m(model, 2, false, false, pipeline ? 2 : 1);
+    auto cache = m.rank0().new_cache(static_cast<int64_t>(prompt.size()));
+    std::vector<float> got(want.size());
+    m.rank0().forward(*cache, prompt, got.data(), true, /*argmax_only=*/true);
+    for (size_t t = 0; t < prompt.size(); ++t) {
+      const float* w = &want[t * static_cast<size_t>(V)];
+      const float* g = &got[t * static_cast<size_t>(V)];
+      const int64_t at = std::max_element(w, w + V) - w;
+      EXPECT_EQ(std::max_element(g, g + V) - g, at) << "position " << t;
+      EXPECT_NEAR(g[at], w[at], 1e-5f * std::max(1.0f, std::fabs(w[at])));
+      EXPECT_EQ(std::count(g, g + V, -std::numeric_limits<float>::infinity()), V - 1);
+    }
+  }
 }
 
 TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {

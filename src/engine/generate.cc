@@ -73,13 +73,16 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
   const double t0 = now_seconds();
   for (int64_t start = 0; start < n_prompt; start += opts.prefill_chunk) {
     const int64_t len = std::min(opts.prefill_chunk, n_prompt - start);
-    model.forward(*cache, prompt.subspan(static_cast<size_t>(start), static_cast<size_t>(len)), logits.data(), false);
+    model.forward(*cache, prompt.subspan(static_cast<size_t>(start), static_cast<size_t>(len)), logits.data(), false,
+                  sampler.argmax_of_raw_logits());
   }
   const double t1 = now_seconds();
   result.prefill_seconds = t1 - t0;
 
   for (int64_t i = 0; i < opts.max_tokens; ++i) {
-    if (i > 0) model.forward(*cache, std::span<const int32_t>(&result.tokens.back(), 1), logits.data(), false);
+    if (i > 0)
+      model.forward(*cache, std::span<const int32_t>(&result.tokens.back(), 1), logits.data(), false,
+                    sampler.argmax_of_raw_logits());
     const int32_t next = sampler.sample(logits.data(), cfg.vocab_size);
     sampler.accept(next);
     if (!opts.ignore_eos && is_stop(model, next)) {

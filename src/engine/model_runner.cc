@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
+
 namespace zen {
 
 float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
@@ -37,6 +39,11 @@ float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
   batch.kv = &kv_;
   batch.states = states_;
   batch.seqs = slices_;
+  // Greedy rows without logprobs need only their argmax (a vocabulary-split model then
+  // exchanges 8 bytes a row instead of the logits).
+  batch.argmax_only = std::all_of(plan.begin(), plan.end(), [](const ScheduledSeq& s) {
+    return s.seq->sampler && s.seq->sampler->argmax_of_raw_logits() && s.seq->params.top_logprobs < 0;
+  });
   if (!tap_layers_.empty()) {
     const auto width = static_cast<size_t>(model_.config().hidden_size) * tap_layers_.size();
     if (taps_.size() < static_cast<size_t>(tokens) * width) taps_.resize(static_cast<size_t>(tokens) * width);

@@ -261,8 +261,17 @@ void DenseModel::forward_local(const ForwardBatch& batch, float* logits) {
     forward_part(part, tp_.last_stage() ? out + row * V : nullptr);
     row += logit_rows(part);
   }
-  if (tp_.last_stage()) tp_.send_logits_to_first(out, rows * V);
-  else if (tp_.world_rank() == 0) tp_.recv_logits_from_last(out, rows * V);
+  // Argmax-only rows travel as (max, index): 8 bytes a row instead of 4 V.
+  if (batch.argmax_only) pipeline_maxima_.resize(static_cast<size_t>(rows));
+  if (tp_.last_stage() && tp_.world_rank() != 0) {
+    if (!batch.argmax_only) return tp_.send_logits_to_first(out, rows * V);
+    TpRuntime::row_maxima(out, rows, V, 0, pipeline_maxima_.data());
+    tp_.send_maxima_to_first(pipeline_maxima_.data(), rows);
+  } else if (tp_.world_rank() == 0 && !tp_.last_stage()) {
+    if (!batch.argmax_only) return tp_.recv_logits_from_last(out, rows * V);
+    tp_.recv_maxima_from_last(pipeline_maxima_.data(), rows);
+    TpRuntime::write_argmax_rows(pipeline_maxima_.data(), rows, V, out);
+  }
 }
 
 // This rank's layers over one (micro-)batch: embedded here or received from the previous
@@ -292,7 +301,7 @@ void DenseModel::forward_part(const ForwardBatch& batch, float* logits) {
     const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
     kernels::rmsnorm(&x_[t * H], w_.final_norm.data(), static_cast<float>(cfg_.rms_norm_eps), H, &xn_[r * H]);
   }
-  tp_.logits(w_.lm_head, xn_.data(), rows, cfg_.vocab_size, logits, pool_);
+  tp_.logits(w_.lm_head, xn_.data(), rows, cfg_.vocab_size, logits, pool_, batch.argmax_only);
 }
 
 void DenseModel::attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch) {

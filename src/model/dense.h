@@ -74,6 +74,7 @@ class DenseModel final : public Model {
   // rows tp_.vocab_rows() of the whole model's.
   TpRuntime tp_;
   std::vector<float> pipeline_logits_;  // [rows, V]: the last stage's, or rank 0's without a buffer
+  std::vector<TpRuntime::RowMax> pipeline_maxima_;  // [rows] of argmax-only steps
   std::unique_ptr<ThreadPool> own_pool_;  // null when running on a shared pool
   ThreadPool& pool_;
   Rope rope_;

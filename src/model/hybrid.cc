@@ -367,7 +367,7 @@ void HybridModel::forward_local(const ForwardBatch& batch, float* logits) {
     const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
     kernels::rmsnorm(&x_[t * H], final_norm_.data(), eps, H, &xn_[r * H]);
   }
-  tp_.logits(lm_head_, xn_.data(), rows, cfg_.vocab_size, logits, pool_);
+  tp_.logits(lm_head_, xn_.data(), rows, cfg_.vocab_size, logits, pool_, batch.argmax_only);
   last_rows_ = rows;
   mtp_rows_ = 0;
 }

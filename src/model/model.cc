@@ -115,7 +115,7 @@ int64_t logit_rows(const ForwardBatch& batch) {
   return rows;
 }
 
-void Model::forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits) {
+void Model::forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits, bool argmax_only) {
   if (tokens.empty()) return;
   const int64_t p0 = cache.size(), n = static_cast<int64_t>(tokens.size());
   if (p0 + n > cache.capacity())
@@ -130,6 +130,7 @@ void Model::forward(KvCache& cache, std::span<const int32_t> tokens, float* logi
   batch.kv = &cache.pool();
   batch.states = cache.states();
   batch.seqs = std::span<const SeqSlice>(&slice, 1);
+  batch.argmax_only = argmax_only;
   forward(batch, logits);
   cache.advance(n);
 }

@@ -49,6 +49,10 @@ struct ForwardBatch {
   // these layers for every new token, in batch order: taps [tokens, tap_layers.size() * hidden].
   std::span<const int32_t> tap_layers;
   float* taps = nullptr;
+  // Every logit row is read only for its argmax (greedy sampling of raw logits, no logprobs):
+  // a model split by vocabulary may then exchange each row's (max, index) instead of the
+  // logits, and write rows of -inf holding only the maximum, at its index.
+  bool argmax_only = false;
 };
 int64_t logit_rows(const ForwardBatch& batch);
 // Throws unless every tap layer is one of num_layers.
@@ -96,7 +100,8 @@ class Model {
   }
   // Appends tokens at positions cache.size() ... and writes logits: [tokens.size(), vocab]
   // when all_logits, else only the last token's row [vocab].
-  void forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits);
+  void forward(KvCache& cache, std::span<const int32_t> tokens, float* logits, bool all_logits,
+               bool argmax_only = false);
   // The batched forward; see ForwardBatch. logits: [logit_rows(batch), vocab].
   virtual void forward(const ForwardBatch& batch, float* logits) = 0;
 

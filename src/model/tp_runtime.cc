@@ -1,10 +1,12 @@
 #include "model/tp_runtime.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "base/error.h"
 #include "dist/step_message.h"
+#include "kernels/cpu/ops.h"
 
 namespace zen {
 
@@ -107,6 +109,7 @@ void TpRuntime::serve(const ModelConfig& local_cfg, const std::function<void(con
       batch.kv = worker_kv_.get();
       if (step.states_id != 0) batch.states = &worker_states(local_cfg, step.states_id, step.states_slots);
       batch.seqs = step.seqs;
+      batch.argmax_only = step.argmax_only;
       local(batch);
     } catch (const std::exception& e) {
       tp_.comm->abort(std::string("a tensor-parallel step failed: ") + e.what());
@@ -145,11 +148,58 @@ void TpRuntime::embed(const Linear& embed, std::span<const int32_t> ids, int64_t
   all_reduce(x, static_cast<int64_t>(ids.size()) * H);
 }
 
+void TpRuntime::row_maxima(const float* logits, int64_t rows, int64_t width, int64_t first, RowMax* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * width;
+    const int64_t at = kernels::argmax_f32(row, width);
+    out[r] = {row[at], static_cast<int32_t>(first + at)};
+  }
+}
+
+void TpRuntime::write_argmax_rows(const RowMax* maxima, int64_t rows, int64_t V, float* logits) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = logits + r * V;
+    std::fill_n(row, V, -std::numeric_limits<float>::infinity());
+    row[maxima[r].index] = maxima[r].value;
+  }
+}
+
+void TpRuntime::send_maxima_to_first(const RowMax* maxima, int64_t rows) {
+  if (tp_.world_rank() != 0) tp_.comm->send(maxima, static_cast<size_t>(rows) * sizeof(RowMax), 0);
+}
+
+void TpRuntime::recv_maxima_from_last(RowMax* maxima, int64_t rows) {
+  const int last = tp_.comm->size() - 1;
+  if (last != 0) tp_.comm->recv(maxima, static_cast<size_t>(rows) * sizeof(RowMax), last);
+}
+
 void TpRuntime::logits(const Linear& lm_head, const float* xn, int64_t rows, int64_t V, float* logits,
-                       ThreadPool& pool) {
+                       ThreadPool& pool, bool argmax_only) {
   if (tp_.size() == 1) return lm_head.matmul(xn, rows, logits, pool);
   const int t = tp_.size();
   const int64_t width = dist::split(V, t, 0).size(), mine = vocab_rows_.size();
+  if (argmax_only) {
+    // Each rank's maximum of each row over its vocabulary slice; the first maximum over the
+    // ranks in rank order is the first maximum of the whole row (slices ascend).
+    local_maxima_.assign(static_cast<size_t>(rows), {-std::numeric_limits<float>::infinity(), 0});
+    if (mine > 0) {
+      local_logits_.resize(static_cast<size_t>(rows * mine));
+      lm_head.matmul(xn, rows, local_logits_.data(), pool);
+      row_maxima(local_logits_.data(), rows, mine, vocab_rows_.begin, local_maxima_.data());
+    }
+    gathered_maxima_.resize(static_cast<size_t>(rows) * static_cast<size_t>(t));
+    tp_.comm->all_gather(local_maxima_.data(), static_cast<size_t>(rows) * sizeof(RowMax), gathered_maxima_.data());
+    if (logits == nullptr) return;
+    for (int64_t r = 0; r < rows; ++r) {
+      RowMax best = gathered_maxima_[static_cast<size_t>(r)];
+      for (int rank = 1; rank < t; ++rank) {
+        const RowMax& m = gathered_maxima_[static_cast<size_t>(rank * rows + r)];
+        if (m.value > best.value) best = m;
+      }
+      local_maxima_[static_cast<size_t>(r)] = best;
+    }
+    return write_argmax_rows(local_maxima_.data(), rows, V, logits);
+  }
   const auto slice = static_cast<size_t>(rows * width);
   local_logits_.assign(slice, 0.0f);
   gathered_logits_.resize(slice * static_cast<size_t>(t));

@@ -68,7 +68,23 @@ class TpRuntime {
   void embed(const Linear& embed, std::span<const int32_t> ids, int64_t H, float* x);
   // logits[rows, V] <- lm_head(xn): every rank its vocabulary slice, one all-gather (slices
   // padded to the widest). logits may be null on ranks > 0.
-  void logits(const Linear& lm_head, const float* xn, int64_t rows, int64_t V, float* logits, ThreadPool& pool);
+  // argmax_only: each rank's (max, index) of each row instead of its logits (8 bytes a row);
+  // rank 0's rows are then -inf but at the argmax (ForwardBatch::argmax_only).
+  void logits(const Linear& lm_head, const float* xn, int64_t rows, int64_t V, float* logits, ThreadPool& pool,
+              bool argmax_only = false);
+
+  // A row's maximum and its index (the first maximum), as the argmax exchanges carry them.
+  struct RowMax {
+    float value;
+    int32_t index;
+  };
+  // logits [rows, width] (indices offset by first) -> their maxima.
+  static void row_maxima(const float* logits, int64_t rows, int64_t width, int64_t first, RowMax* out);
+  // Rows [rows, V] of -inf holding only each row's maximum, at its index.
+  static void write_argmax_rows(const RowMax* maxima, int64_t rows, int64_t V, float* logits);
+  // Pipeline: the last stage sends only the maxima of argmax-only rows.
+  void send_maxima_to_first(const RowMax* maxima, int64_t rows);
+  void recv_maxima_from_last(RowMax* maxima, int64_t rows);
 
  private:
   void watch(StatePool* states);
@@ -79,6 +95,7 @@ class TpRuntime {
   dist::TensorParallel tp_;
   dist::Range vocab_rows_;
   std::vector<float> local_logits_, gathered_logits_;  // [rows, padded vocab slice], [ranks, ...]
+  std::vector<RowMax> local_maxima_, gathered_maxima_;  // [rows], [ranks, rows]
   // Rank 0: whether its own forward runs (its state operations then are the forward's own).
   // Shared with the observers it installs, which may outlive it.
   struct Watch {

@@ -378,10 +378,10 @@ std::vector<CollectiveCall> step_collectives(const ModelConfig& c, const Layout&
       add(K::AllReduce, "Gated DeltaNet output (row-parallel out_proj)", s, t, k.linear, 1, T * row);
       add(K::AllReduce, "MLP output (row-parallel down_proj)", s, t, k.dense, 1, T * row);
       add(K::AllReduce, "MoE output (1/t of every expert, summed)", s, t, k.moe, 1, T * row);
-      // Each rank's f32 logits over its vocabulary rows (the sampler, logprobs and grammar masks
-      // read every logit); a greedy-only (max, index) exchange of 8 bytes a token would do
-      // for argmax decoding, which the engine does not separate yet.
-      if (last)
+      // Greedy rows: each rank's (max logit f32, index i32) of each token; rows that sample or
+      // return logprobs: each rank's f32 logits over its vocabulary rows.
+      if (last && o.greedy) add(K::AllGather, "greedy argmax (max, index) over the vocab split", s, t, 1, 0, T * 8);
+      if (last && !o.greedy)
         add(K::AllGather, "logits of the vocab split (f32)", s, t, 1, 0,
             T * static_cast<double>((c.vocab_size + t - 1) / t) * 4);
     }
@@ -398,8 +398,11 @@ std::vector<CollectiveCall> step_collectives(const ModelConfig& c, const Layout&
       }
     }
     if (L.pp > 1 && !last) add(CollectiveKind::Send, "activations to the next stage", s, 2, 1, 0, home_tokens * row);
-    // The engine samples on the first stage (with the scheduler): the last sends it the logits.
-    if (L.pp > 1 && last)
+    // The engine samples on the first stage (with the scheduler): the last sends it each new
+    // token's (max, index), or its f32 logits when rows sample or return logprobs.
+    if (L.pp > 1 && last && o.greedy)
+      add(CollectiveKind::Send, "argmax (max, index) of the new tokens to the first stage", s, 2, 1, 0, T * 8);
+    if (L.pp > 1 && last && !o.greedy)
       add(CollectiveKind::Send, "logits of the new tokens to the first stage (f32)", s, 2, 1, 0,
           T * static_cast<double>(c.vocab_size) * 4);
   }

@@ -17,9 +17,10 @@
 //    Embedding split by vocabulary (ceil(V / t) rows): each rank looks up the rows it holds,
 //    zeros elsewhere, and ONE all-reduce of [tokens, H] sums them (vLLM's
 //    VocabParallelEmbedding; an all-gather would move the same bytes). lm_head split by
-//    vocabulary: ONE all-gather of each rank's f32 logits slice [tokens, ceil(V / t)] (what the
-//    MPI engine does: the sampler, logprobs and grammar masks read every logit; greedy-only
-//    decoding could exchange an 8-byte (max, index) per token instead).
+//    vocabulary: ONE all-gather per step; of an 8-byte (max f32, index i32) per token when every
+//    row is greedy over raw logits (the MPI engine's ForwardBatch::argmax_only), else of each
+//    rank's f32 logits slice [tokens, ceil(V / t)] (sampling, logprobs, grammar masks and
+//    penalties read every logit; --logits plans that case).
 //  - EP=e (MoE models only): the routed experts split in E / e whole experts per rank; router,
 //    attention, dense MLP layers, shared experts, embedding and lm_head are replicated on every
 //    rank (no TP inside). Two ways to run a MoE layer:
@@ -37,8 +38,8 @@
 //    one more layer); embedding on the first stage, final norm and lm_head on the last (a tied
 //    lm_head is a copy of the embedding there when p > 1). One point-to-point send of
 //    [tokens, H] per stage boundary per forward (each of the stage's TP ranks to its peer, in
-//    parallel), and the logits of the new tokens (f32 [tokens, V]) go from the last stage back
-//    to the first, where the engine samples (what the MPI engine does).
+//    parallel), and the new tokens' (max, index) (greedy; else their f32 logits [tokens, V])
+//    go from the last stage back to the first, where the engine samples.
 //    At batch-1 decode the stages run one after another (latencies add); with at least p
 //    sequences (micro-batches) in flight they overlap and the bound is the slowest stage; a
 //    single forward of m micro-batches idles (p-1)/(m+p-1) of the time (the bubble).
@@ -91,6 +92,9 @@ struct Options {
   int64_t min_kv_tokens = 4096;        // a layout fits when every rank has KV room for this
   int64_t sequences = 1;               // recurrent states reserved per rank (hybrids)
   int64_t large_batch = 64;            // the batch of the EP all-to-all vs all-reduce comparison
+  // Greedy rows (the decode bound's case): the vocabulary split exchanges an 8-byte (max,
+  // index) per token; false: rows that sample or return logprobs exchange f32 logits.
+  bool greedy = true;
   void validate() const;               // throws zen::Error naming the bad value
 };
 

@@ -104,7 +104,7 @@ TEST(Plan, TinyTensorParallelTwo) {
   EXPECT_EQ(p.kv_heads_per_rank, 1);
   EXPECT_EQ(p.kv_replication, 1);
   // All-reduces: embedding 1 + attention 2 layers + dense MLP 1 + MoE 1 = 2 x layers + 1;
-  // one all-gather of the vocab-split logits.
+  // one all-gather of (max, index) for the argmax.
   EXPECT_EQ(calls_of(p.collectives, CollectiveKind::AllReduce), 2 * 2 + 1);
   EXPECT_EQ(calls_of(p.collectives, CollectiveKind::AllGather), 1);
   EXPECT_EQ(p.calls_per_token, 6);
@@ -115,13 +115,20 @@ TEST(Plan, TinyTensorParallelTwo) {
       EXPECT_EQ(call.wire_bytes, 16);        // 2 (n-1)/n B
       EXPECT_DOUBLE_EQ(call.seconds, 2 * (kAlpha + 8 / kBeta));
     } else {
-      EXPECT_EQ(call.payload_bytes, 32);  // this rank's 8 of the 16 logits, f32
-      EXPECT_EQ(call.wire_bytes, 32);     // (n-1) x the payload
-      EXPECT_DOUBLE_EQ(call.seconds, kAlpha + 32 / kBeta);
+      EXPECT_EQ(call.payload_bytes, 8);  // f32 max + i32 index
+      EXPECT_EQ(call.wire_bytes, 8);
+      EXPECT_DOUBLE_EQ(call.seconds, kAlpha + 8 / kBeta);
     }
   }
-  EXPECT_DOUBLE_EQ(p.wire_bytes_per_token, 5 * 16 + 32);
-  EXPECT_DOUBLE_EQ(p.network_seconds, 5 * 2 * (kAlpha + 8 / kBeta) + kAlpha + 32 / kBeta);
+  EXPECT_DOUBLE_EQ(p.wire_bytes_per_token, 5 * 16 + 8);
+  EXPECT_DOUBLE_EQ(p.network_seconds, 5 * 2 * (kAlpha + 8 / kBeta) + kAlpha + 8 / kBeta);
+  // Rows that sample: each rank's 8 of the 16 logits, f32.
+  Options sampled = options(2);
+  sampled.greedy = false;
+  for (const CollectiveCall& call : step_collectives(c, {2, 1, 1}, sampled, 1))
+    if (call.kind == CollectiveKind::AllGather) {
+      EXPECT_EQ(call.payload_bytes, 8 * 4);
+    }
   // Per rank: vocab halves 2 * 8 * 8, norms 40, attention 2 * (192 + 8), dense 3 * 8 * 6,
   // router 32, experts 4 * 3 * 8 * 3. The two ranks hold the model plus the replicated parts.
   const int64_t per_rank = 128 + 40 + 400 + 144 + 32 + 288;
@@ -142,7 +149,7 @@ TEST(Plan, TinyTensorParallelTwo) {
 
   // A batch of 3 tokens: the same calls, 3x the payload.
   for (const CollectiveCall& call : step_collectives(c, {2, 1, 1}, o, 3))
-    EXPECT_EQ(call.payload_bytes, call.kind == CollectiveKind::AllReduce ? 3 * 16 : 3 * ((c.vocab_size + 1) / 2) * 4.0);
+    EXPECT_EQ(call.payload_bytes, call.kind == CollectiveKind::AllReduce ? 3 * 16 : 3 * 8);
 }
 
 TEST(Plan, TinyTensorParallelFourReplicatesKvHeads) {
@@ -175,13 +182,13 @@ TEST(Plan, TinyPipelineTwo) {
   EXPECT_EQ(p.stages[1].first_layer, 1);
   EXPECT_TRUE(p.stages[0].embedding && !p.stages[0].lm_head);
   EXPECT_TRUE(p.stages[1].lm_head && !p.stages[1].embedding);
-  // One activation send at the boundary, the logits back (16 f32): nothing else.
+  // One activation send at the boundary, the argmax (max, index) back: nothing else.
   ASSERT_EQ(p.collectives.size(), 2u);
   EXPECT_EQ(p.collectives[0].kind, CollectiveKind::Send);
   EXPECT_EQ(p.collectives[0].payload_bytes, 16);
   EXPECT_EQ(p.collectives[0].stage, 0);
   EXPECT_DOUBLE_EQ(p.collectives[0].seconds, kAlpha + 16 / kBeta);
-  EXPECT_EQ(p.collectives[1].payload_bytes, 16 * 4);
+  EXPECT_EQ(p.collectives[1].payload_bytes, 8);
   EXPECT_EQ(p.calls_per_token, 2);
   // Stage 0: embedding 128, its norms 16, attention 392, dense MLP 288; stage 1: lm_head 128,
   // norms 16 + final 8, attention 392, router 32, experts 576.
@@ -362,7 +369,7 @@ TEST(Plan, Zen6ShapedSplitsGatedDeltaNetHeads) {
   o.network_gbps = 100;
   const LayoutPlan p = plan_layout(c, o, {8, 1, 1});
   ASSERT_TRUE(p.valid);
-  // 16 attention + 48 Gated DeltaNet mixers + 64 MLPs + the embedding; logits all-gather.
+  // 16 attention + 48 Gated DeltaNet mixers + 64 MLPs + the embedding; argmax all-gather.
   EXPECT_EQ(calls_of(p.collectives, CollectiveKind::AllReduce), 16 + 48 + 64 + 1);
   EXPECT_EQ(calls_of(p.collectives, CollectiveKind::AllGather), 1);
   int64_t gdn_calls = 0;

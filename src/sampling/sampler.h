@@ -58,6 +58,12 @@ class Sampler {
   // entry with p = 1 when greedy). Edits logits in place; the span lives until the next call.
   std::span<const TokenProb> distribution(float* logits, int64_t vocab);
   bool greedy() const { return p_.temperature == 0.0f || p_.top_k == 1; }
+  // Greedy over the raw logits: no bias, penalty or grammar changes them first, so only each
+  // row's argmax matters (ForwardBatch::argmax_only).
+  bool argmax_of_raw_logits() const {
+    return greedy() && p_.logit_bias.empty() && p_.repetition_penalty == 1.0f && p_.presence_penalty == 0.0f &&
+           p_.frequency_penalty == 0.0f && !grammar_;
+  }
   const SamplingParams& params() const { return p_; }
   // From the request's seeded generator: a uniform double in [0, 1), and a draw from a
   // distribution (probabilities summing to `total`).
