@@ -1,6 +1,7 @@
 #include "dist/tensor_parallel.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "base/error.h"
 #include "plan/plan.h"
@@ -42,6 +43,37 @@ Range pipeline_layers(int64_t num_layers, int stages, int s) {
   const int64_t base = num_layers / stages, extra = num_layers % stages;
   const int64_t begin = s * base + std::min<int64_t>(s, extra);
   return {begin, begin + base + (s < extra ? 1 : 0)};
+}
+
+Range pipeline_layers(const std::vector<double>& layer_cost, double last_cost, int stages, int s) {
+  const auto L = static_cast<int64_t>(layer_cost.size());
+  ZEN_CHECK(stages >= 1 && s >= 0 && s < stages && stages <= L, "pipeline stage ", s, " of ", stages, " over ", L,
+            " layers");
+  std::vector<double> prefix(static_cast<size_t>(L + 1), 0.0);
+  for (int64_t i = 0; i < L; ++i) prefix[static_cast<size_t>(i + 1)] = prefix[static_cast<size_t>(i)] + layer_cost[static_cast<size_t>(i)];
+  auto cost = [&](int64_t b, int64_t e, bool last) {
+    return prefix[static_cast<size_t>(e)] - prefix[static_cast<size_t>(b)] + (last ? last_cost : 0.0);
+  };
+  // best[k][e]: the smallest largest cost of k + 1 stages over layers [0, e); cut[k][e] where
+  // the last of them begins.
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(static_cast<size_t>(stages), std::vector<double>(static_cast<size_t>(L + 1), inf));
+  std::vector<std::vector<int64_t>> cut(static_cast<size_t>(stages), std::vector<int64_t>(static_cast<size_t>(L + 1), 0));
+  for (int64_t e = 1; e <= L; ++e) best[0][static_cast<size_t>(e)] = cost(0, e, stages == 1);
+  for (int k = 1; k < stages; ++k)
+    for (int64_t e = k + 1; e <= L; ++e)
+      for (int64_t b = k; b < e; ++b) {  // the earliest cut first: ties keep earlier stages small
+        const double v = std::max(best[static_cast<size_t>(k - 1)][static_cast<size_t>(b)], cost(b, e, k == stages - 1));
+        if (v < best[static_cast<size_t>(k)][static_cast<size_t>(e)]) {
+          best[static_cast<size_t>(k)][static_cast<size_t>(e)] = v;
+          cut[static_cast<size_t>(k)][static_cast<size_t>(e)] = b;
+        }
+      }
+  std::vector<int64_t> begins(static_cast<size_t>(stages) + 1, 0);
+  begins[static_cast<size_t>(stages)] = L;
+  for (int k = stages - 1; k >= 1; --k)
+    begins[static_cast<size_t>(k)] = cut[static_cast<size_t>(k)][static_cast<size_t>(begins[static_cast<size_t>(k) + 1])];
+  return {begins[static_cast<size_t>(s)], begins[static_cast<size_t>(s) + 1]};
 }
 
 std::string pipeline_problem(const ModelConfig& cfg, int stages) {

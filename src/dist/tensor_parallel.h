@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dist/communicator.h"
 #include "model/config.h"
@@ -45,6 +46,10 @@ struct TensorParallel {
 
 // The layers [begin, end) of pipeline stage s of P (contiguous, as even as they come).
 Range pipeline_layers(int64_t num_layers, int stages, int s);
+// The same balanced by cost: contiguous stages of at least one layer each that minimize the
+// largest stage's cost, the last stage also paying last_cost (the lm_head); ties keep the
+// earlier stages smaller (rank 0, on the first, also schedules and samples).
+Range pipeline_layers(const std::vector<double>& layer_cost, double last_cost, int stages, int s);
 
 // The attention heads of rank r of t: query heads split evenly; KV heads split when t divides
 // them, else each rank holds the one KV head its query heads read (replicated t / KV times).

@@ -129,8 +129,9 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
   c.ignore(R"(model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq)", "recomputed from the config");
   c.ignore("rope_freqs.weight", "recomputed from the config");
 
-  // This stage's layers (all of them without pipeline parallelism).
-  const dist::Range own = dist::pipeline_layers(full.num_layers, tp_.stages(), tp_.stage());
+  // This stage's layers (all of them without pipeline parallelism), balanced by the bytes a
+  // decoded token reads.
+  const dist::Range own = tp_.stages() == 1 ? dist::Range{0, full.num_layers} : pipeline_share(names, tied);
   for (int64_t i = 0; i < full.num_layers; ++i)
     if (i < own.begin || i >= own.end)
       c.ignore(regex_quote(names.layer_prefix(static_cast<int>(i))) + ".*", "a layer of another pipeline stage");
@@ -176,6 +177,30 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
   const LoadVerdict verdict = c.verdict();
   complete_ = verdict.missing.empty() && verdict.mismatched.empty();
   if (opts.strict) c.require_clean();
+}
+
+// Pipeline stages balanced by what a decoded token reads: each layer's weight bytes (routed
+// experts at top-k / E of theirs), and the lm_head on the last stage (the embedding reads a
+// row a token, nothing). With a small model the lm_head is a large share: Qwen2.5-0.5B's is
+// half its layers' bytes, so layer counts alone would make the last stage the slow one.
+dist::Range DenseModel::pipeline_share(const WeightNames& names, bool tied) const {
+  const Checkpoint& c = *ckpt_;
+  const int64_t L = cfg_.num_layers;
+  std::vector<double> cost(static_cast<size_t>(L), 0.0);
+  const double expert_share =
+      cfg_.num_experts > 0 ? static_cast<double>(cfg_.num_experts_per_tok) / static_cast<double>(cfg_.num_experts) : 1;
+  std::vector<std::string> prefixes;
+  for (int64_t i = 0; i < L; ++i) prefixes.push_back(names.layer_prefix(static_cast<int>(i)));
+  for (const std::string& name : c.tensor_names())
+    for (int64_t i = 0; i < L; ++i)
+      if (name.starts_with(prefixes[static_cast<size_t>(i)])) {
+        const bool routed = name.find("experts.") != std::string::npos || name.find("_exps.") != std::string::npos;
+        cost[static_cast<size_t>(i)] += static_cast<double>(c.peek(name)->nbytes) * (routed ? expert_share : 1.0);
+        break;
+      }
+  const TensorView* head = c.peek(tied ? names.embed() : names.lm_head());
+  const double head_cost = head != nullptr ? static_cast<double>(head->nbytes) : 0.0;
+  return dist::pipeline_layers(cost, head_cost, tp_.stages(), tp_.stage());
 }
 
 // Expert parallel: this rank's whole routed experts, and its rows of the shared expert's

@@ -60,6 +60,7 @@ class DenseModel final : public Model {
  private:
   void bind_weights(const LoadOptions& opts);  // takes every tensor from the checkpoint ledger
   MoeShard moe_shard(const WeightNames& names, int layer, const QuantConfig& quant);
+  dist::Range pipeline_share(const WeightNames& names, bool tied) const;
   void attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch);
   void mlp_block(const DenseLayer& L, int64_t n);
   void ensure_buffers(int64_t n);
