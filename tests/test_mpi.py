@@ -82,15 +82,21 @@ def test_three_pipeline_stages_equal_one_process_on_a_moe_fixture():
     assert three.stdout == one.stdout
 
 
-@pytest.mark.parametrize("model,expert_parallel", [
-    ("qwen2_moe_shared", True), ("qwen3_moe_step2", True), ("qwen3_moe_bf16_tied.gguf", True),  # MoE
-    ("qwen3_5_text_f32", False), ("qwen3_next_f32", False), ("qwen3_5_tied_f32.gguf", False),  # hybrid
-    ("qwen3_5_moe_bf16", True)])  # hybrid MoE
-def test_two_ranks_equal_one_process_on_moe_and_hybrid_fixtures(model, expert_parallel):
+EP = ["--tensor-parallel-size", "2", "--enable-expert-parallel"]
+TP = ["--tensor-parallel-size", "2"]
+PP = ["--pipeline-parallel-size", "2"]
+
+
+@pytest.mark.parametrize("model,flags", [
+    ("qwen2_moe_shared", EP), ("qwen3_moe_step2", EP), ("qwen3_moe_bf16_tied.gguf", EP),  # MoE
+    ("qwen3_5_text_f32", TP), ("qwen3_next_f32", TP), ("qwen3_5_tied_f32.gguf", TP),  # hybrid
+    ("qwen3_5_moe_bf16", EP),  # hybrid MoE
+    ("qwen3_5_text_f32", PP), ("qwen3_next_f32", PP), ("qwen3_5_moe_bf16", PP)],  # hybrid stages
+    ids=lambda v: v if isinstance(v, str) else "-".join(f.lstrip("-").split("-")[0] for f in v if f.startswith("--")))
+def test_two_ranks_equal_one_process_on_moe_and_hybrid_fixtures(model, flags):
     ids = ",".join(str((i * 37 + 11) % 90) for i in range(30))
     args = ["run", "--model", FIXTURES / model, "--prompt-ids", ids, "--max-tokens", "24", "--ignore-eos"]
     one = zen(*args, "--threads", "1", check=True)
-    flags = ["--tensor-parallel-size", "2"] + (["--enable-expert-parallel"] if expert_parallel else [])
     for mca in [(), ("--mca", "btl", "tcp,self")]:
         two = mpirun(*args, *flags, mca=mca)
         assert two.returncode == 0, two.stderr

@@ -81,7 +81,6 @@ std::string pipeline_problem(const ModelConfig& cfg, int stages) {
   if (stages == 1) return "";
   if (stages > cfg.num_layers)
     return detail::concat(cfg.num_layers, " layers do not make ", stages, " pipeline stages");
-  if (cfg.num_linear_layers() > 0) return "pipeline parallelism of hybrid (Gated DeltaNet) models is not implemented yet";
   return "";
 }
 

@@ -286,7 +286,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelFixtures,
                                            TpCase{"llama_f32", 2, false, true}, TpCase{"qwen3_bf16_tied", 2, false, true},
                                            TpCase{"qwen2_sliding_layer_types", 2, false, true},
                                            TpCase{"qwen3_moe_step2", 4, false, true},
-                                           TpCase{"qwen3_moe_bf16_tied.gguf", 2, false, true}),
+                                           TpCase{"qwen3_moe_bf16_tied.gguf", 2, false, true},
+                                           TpCase{"qwen3_5_text_f32", 2, false, true},
+                                           TpCase{"qwen3_next_f32", 2, false, true},
+                                           TpCase{"qwen3_5_tied_f32.gguf", 2, false, true},
+                                           TpCase{"qwen3_5_moe_bf16", 2, false, true}),
                          [](const auto& info) {
                            std::string name = info.param.model + "_tp" + std::to_string(info.param.ranks);
                            if (info.param.expert_parallel) name += "_ep";
@@ -431,10 +435,10 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
   expect_refusal("qwen3_f32", 3, "query heads do not split");
   expect_refusal("qwen2_moe_shared", 2, "--enable-expert-parallel");
   try {
-    TpModel pp(fixture("qwen3_5_text_f32"), 2, false, false, 2);
-    ADD_FAILURE() << "a hybrid model loaded in pipeline stages";
+    TpModel pp(fixture("qwen3_f32"), 4, false, false, 4);
+    ADD_FAILURE() << "2 layers loaded in 4 pipeline stages";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("pipeline parallelism of hybrid"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2 layers do not make 4 pipeline stages"), std::string::npos) << e.what();
   }
 }
 
@@ -492,10 +496,10 @@ std::vector<float> all_taps(Model& m, const std::vector<int32_t>& prompt) {
 // A hybrid model on two ranks under the engine: prefix snapshots (state copies made between
 // forwards, mirrored to rank 1), preemption with a tiny pool, 16 requests at once, and n-gram
 // speculation (rollback restores states from the history slots): the tokens of one process.
-TEST(TensorParallel, HybridEngineSnapshotsPreemptionAndSpeculationMatchOneProcess) {
+void expect_hybrid_engine_matches_one_process(int stages) {
   const std::string path = fixture("qwen3_5_text_f32");
   auto one = single(path);
-  TpModel tp(path, 2);
+  TpModel tp(path, 2, false, false, stages);
   const int32_t V = static_cast<int32_t>(one->config().vocab_size);
   // Shared 130-token prefixes (snapshots at 64 and 128), repetitive tails (n-gram drafts hit).
   std::vector<std::vector<int32_t>> prompts = test::random_prompts(16, 140, 160, V, 21);
@@ -528,6 +532,15 @@ TEST(TensorParallel, HybridEngineSnapshotsPreemptionAndSpeculationMatchOneProces
   const auto want = test::run_all(roomy, prompts, params);
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
   EXPECT_GT(tight.stats().preemptions, 0);
+}
+
+TEST(TensorParallel, HybridEngineSnapshotsPreemptionAndSpeculationMatchOneProcess) {
+  expect_hybrid_engine_matches_one_process(1);
+}
+
+// The same in two pipeline stages, each holding its layers' recurrent states.
+TEST(TensorParallel, HybridPipelineEngineSnapshotsPreemptionAndSpeculationMatchOneProcess) {
+  expect_hybrid_engine_matches_one_process(2);
 }
 
 // The default model (Q4_K_M: GGUF blocks cut at 256 columns) on two ranks.

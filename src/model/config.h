@@ -92,6 +92,11 @@ struct ModelConfig {
     return attention_windows.empty() ? 0 : attention_windows.at(static_cast<size_t>(layer));
   }
 
+  // A pipeline stage's config: the most KV layers any stage of the job holds. The engine on
+  // rank 0 budgets KV blocks with it (every stage allocates the same blocks), so a stage with
+  // few or no attention layers does not size the job's cache. 0: num_kv_layers().
+  int64_t kv_budget_layers = 0;
+
   bool is_full_attention(int64_t layer) const;
   int64_t num_kv_layers() const;            // layers that keep K and V
   int kv_layer_index(int64_t layer) const;  // index among KV layers; -1 for linear layers

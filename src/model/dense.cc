@@ -25,16 +25,6 @@ std::vector<float> to_f32_vector(const TensorView& t) {
 
 bool is_vector_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-// name as a regular expression matching itself.
-std::string regex_quote(const std::string& name) {
-  std::string out;
-  for (char ch : name) {
-    if (std::string_view(".[]{}()\\*+?^$|").find(ch) != std::string_view::npos) out += '\\';
-    out += ch;
-  }
-  return out;
-}
-
 }  // namespace
 
 DenseModel::DenseModel(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg, std::unique_ptr<Tokenizer> tok,
@@ -112,7 +102,7 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
     // Pipeline stages: the first embeds, the last holds the final norm and the lm_head.
     const bool embed_here = tp_.first_stage(), head_here = tp_.last_stage();
     if (embed_here || (tied && head_here)) w_.embed = Linear::bind(c, names.embed(), {V, H}, quant, Linear::Use::Rows);
-    else c.ignore(regex_quote(names.embed()), "held by the first pipeline stage");
+    else c.ignore(TpRuntime::regex_quote(names.embed()), "held by the first pipeline stage");
     if (head_here) {
       if (!tied) w_.lm_head = Linear::bind(c, names.lm_head(), {V, H}, quant);
       if (!w_.lm_head.valid()) w_.lm_head = w_.embed;
@@ -121,20 +111,19 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
       // otherwise fault back in, a readahead window per looked-up token, on top of the copy).
       if (w_.lm_head.weight == w_.embed.weight) w_.embed.packed = w_.lm_head.packed;
     } else if (!tied) {
-      c.ignore(regex_quote(names.lm_head()), "held by the last pipeline stage");
+      c.ignore(TpRuntime::regex_quote(names.lm_head()), "held by the last pipeline stage");
     }
   }
   if (tp_.last_stage()) w_.final_norm = vec(names.final_norm(), H, all_h);
-  else c.ignore(regex_quote(names.final_norm()), "held by the last pipeline stage");
+  else c.ignore(TpRuntime::regex_quote(names.final_norm()), "held by the last pipeline stage");
   c.ignore(R"(model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq)", "recomputed from the config");
   c.ignore("rope_freqs.weight", "recomputed from the config");
 
   // This stage's layers (all of them without pipeline parallelism), balanced by the bytes a
   // decoded token reads.
-  const dist::Range own = tp_.stages() == 1 ? dist::Range{0, full.num_layers} : pipeline_share(names, tied);
-  for (int64_t i = 0; i < full.num_layers; ++i)
-    if (i < own.begin || i >= own.end)
-      c.ignore(regex_quote(names.layer_prefix(static_cast<int>(i))) + ".*", "a layer of another pipeline stage");
+  std::vector<std::string> layer_prefixes;
+  for (int64_t i = 0; i < full.num_layers; ++i) layer_prefixes.push_back(names.layer_prefix(static_cast<int>(i)));
+  const dist::Range own = tp_.stage_layers(c, full, layer_prefixes, tied ? names.embed() : names.lm_head());
   w_.layers.resize(static_cast<size_t>(own.size()));
   for (int64_t i = own.begin; i < own.end; ++i) {
     DenseLayer& L = w_.layers[static_cast<size_t>(i - own.begin)];
@@ -174,33 +163,10 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
     keep(cfg_.attention_windows);
     keep(cfg_.layer_types);
   }
+  if (tp_.stages() > 1) cfg_.kv_budget_layers = tp_.max_over_ranks(cfg_.num_kv_layers());
   const LoadVerdict verdict = c.verdict();
   complete_ = verdict.missing.empty() && verdict.mismatched.empty();
   if (opts.strict) c.require_clean();
-}
-
-// Pipeline stages balanced by what a decoded token reads: each layer's weight bytes (routed
-// experts at top-k / E of theirs), and the lm_head on the last stage (the embedding reads a
-// row a token, nothing). With a small model the lm_head is a large share: Qwen2.5-0.5B's is
-// half its layers' bytes, so layer counts alone would make the last stage the slow one.
-dist::Range DenseModel::pipeline_share(const WeightNames& names, bool tied) const {
-  const Checkpoint& c = *ckpt_;
-  const int64_t L = cfg_.num_layers;
-  std::vector<double> cost(static_cast<size_t>(L), 0.0);
-  const double expert_share =
-      cfg_.num_experts > 0 ? static_cast<double>(cfg_.num_experts_per_tok) / static_cast<double>(cfg_.num_experts) : 1;
-  std::vector<std::string> prefixes;
-  for (int64_t i = 0; i < L; ++i) prefixes.push_back(names.layer_prefix(static_cast<int>(i)));
-  for (const std::string& name : c.tensor_names())
-    for (int64_t i = 0; i < L; ++i)
-      if (name.starts_with(prefixes[static_cast<size_t>(i)])) {
-        const bool routed = name.find("experts.") != std::string::npos || name.find("_exps.") != std::string::npos;
-        cost[static_cast<size_t>(i)] += static_cast<double>(c.peek(name)->nbytes) * (routed ? expert_share : 1.0);
-        break;
-      }
-  const TensorView* head = c.peek(tied ? names.embed() : names.lm_head());
-  const double head_cost = head != nullptr ? static_cast<double>(head->nbytes) : 0.0;
-  return dist::pipeline_layers(cost, head_cost, tp_.stages(), tp_.stage());
 }
 
 // Expert parallel: this rank's whole routed experts, and its rows of the shared expert's
@@ -261,42 +227,9 @@ void DenseModel::serve_steps() {
   tp_.serve(cfg_, [&](const ForwardBatch& batch) { forward_local(batch, nullptr); });
 }
 
-// Pipeline parallel: the batch goes through the stages in micro-batches (contiguous groups of
-// its sequences, as many as there are stages), so stage s works on micro-batch m while stage
-// s + 1 works on m - 1. The last stage sends all logits to rank 0 at the end: every message
-// flows forward until then, so blocking sends cannot deadlock.
 void DenseModel::forward_local(const ForwardBatch& batch, float* logits) {
-  if (tp_.stages() == 1) return forward_part(batch, logits);
-  const int64_t V = cfg_.vocab_size, rows = logit_rows(batch);
-  float* out = nullptr;
-  if (tp_.last_stage() || tp_.world_rank() == 0) {
-    if (logits == nullptr || tp_.world_rank() != 0) {
-      pipeline_logits_.resize(static_cast<size_t>(rows * V));
-      out = pipeline_logits_.data();
-    } else {
-      out = logits;
-    }
-  }
-  const size_t seqs = batch.seqs.size(), parts = std::min(seqs, static_cast<size_t>(tp_.stages()));
-  int64_t row = 0;
-  for (size_t m = 0; m < parts; ++m) {
-    ForwardBatch part = batch;
-    const size_t b = m * seqs / parts, e = (m + 1) * seqs / parts;
-    part.seqs = batch.seqs.subspan(b, e - b);
-    forward_part(part, tp_.last_stage() ? out + row * V : nullptr);
-    row += logit_rows(part);
-  }
-  // Argmax-only rows travel as (max, index): 8 bytes a row instead of 4 V.
-  if (batch.argmax_only) pipeline_maxima_.resize(static_cast<size_t>(rows));
-  if (tp_.last_stage() && tp_.world_rank() != 0) {
-    if (!batch.argmax_only) return tp_.send_logits_to_first(out, rows * V);
-    TpRuntime::row_maxima(out, rows, V, 0, pipeline_maxima_.data());
-    tp_.send_maxima_to_first(pipeline_maxima_.data(), rows);
-  } else if (tp_.world_rank() == 0 && !tp_.last_stage()) {
-    if (!batch.argmax_only) return tp_.recv_logits_from_last(out, rows * V);
-    tp_.recv_maxima_from_last(pipeline_maxima_.data(), rows);
-    TpRuntime::write_argmax_rows(pipeline_maxima_.data(), rows, V, out);
-  }
+  tp_.run_stages(batch, logits, cfg_.vocab_size,
+                 [&](const ForwardBatch& part, float* part_logits) { forward_part(part, part_logits); });
 }
 
 // This rank's layers over one (micro-)batch: embedded here or received from the previous

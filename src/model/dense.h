@@ -60,7 +60,6 @@ class DenseModel final : public Model {
  private:
   void bind_weights(const LoadOptions& opts);  // takes every tensor from the checkpoint ledger
   MoeShard moe_shard(const WeightNames& names, int layer, const QuantConfig& quant);
-  dist::Range pipeline_share(const WeightNames& names, bool tied) const;
   void attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch);
   void mlp_block(const DenseLayer& L, int64_t n);
   void ensure_buffers(int64_t n);
@@ -74,8 +73,6 @@ class DenseModel final : public Model {
   // Tensor parallelism (dist/tensor_parallel.h): the embedding and lm_head hold vocabulary
   // rows tp_.vocab_rows() of the whole model's.
   TpRuntime tp_;
-  std::vector<float> pipeline_logits_;  // [rows, V]: the last stage's, or rank 0's without a buffer
-  std::vector<TpRuntime::RowMax> pipeline_maxima_;  // [rows] of argmax-only steps
   std::unique_ptr<ThreadPool> own_pool_;  // null when running on a shared pool
   ThreadPool& pool_;
   Rope rope_;

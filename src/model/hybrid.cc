@@ -59,7 +59,9 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
   };
 
   const std::string embed_name = gguf ? "token_embd.weight" : root + "embed_tokens.weight";
-  final_norm_ = gain(gguf ? "output_norm.weight" : root + "norm.weight", H);
+  const std::string final_norm = gguf ? "output_norm.weight" : root + "norm.weight";
+  if (tp_.last_stage()) final_norm_ = gain(final_norm, H);
+  else c.ignore(TpRuntime::regex_quote(final_norm), "held by the last pipeline stage");
   const std::string head = gguf ? "output.weight" : "lm_head.weight";
   if (gguf) cfg_.tie_word_embeddings = !c.has(head);  // llama.cpp: no output tensor means tied
   if (cfg_.tie_word_embeddings && c.has(head)) c.ignore("lm_head\\.weight", "tied to the embedding (tie_word_embeddings)");
@@ -74,25 +76,48 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
       lm_head_ = Linear::bind_slice(c, head, {V, H}, quant, vocab_rows, all_h);
     }
   } else {
-    embed_ = Linear::bind(c, embed_name, {V, H}, quant, Linear::Use::Rows);
-    lm_head_ = tied ? embed_ : matrix(head, V, H);
-    lm_head_.prepare_matmul(c);  // packs a tied embedding for its lm_head use
+    // Pipeline stages: the first embeds, the last holds the lm_head.
+    const bool embed_here = tp_.first_stage(), head_here = tp_.last_stage();
+    if (embed_here || (tied && head_here)) embed_ = Linear::bind(c, embed_name, {V, H}, quant, Linear::Use::Rows);
+    else c.ignore(TpRuntime::regex_quote(embed_name), "held by the first pipeline stage");
+    if (head_here) {
+      lm_head_ = tied ? embed_ : matrix(head, V, H);
+      lm_head_.prepare_matmul(c);  // packs a tied embedding for its lm_head use
+    } else if (!tied) {
+      c.ignore(TpRuntime::regex_quote(head), "held by the last pipeline stage");
+    }
   }
   c.ignore(R"(model\.visual\..*)", "vision tower (the engine runs the text decoder only)");
 
+  // This stage's layers (all of them without pipeline stages); its recurrent states hold
+  // only their layers.
+  std::vector<std::string> prefixes;
+  for (int64_t i = 0; i < cfg_.num_layers; ++i)
+    prefixes.push_back(gguf ? "blk." + std::to_string(i) + "." : root + "layers." + std::to_string(i) + ".");
+  const dist::Range own = tp_.stage_layers(c, cfg_, prefixes, tied ? embed_name : head);
   int64_t state_offset = 0;
-  layers_.resize(static_cast<size_t>(cfg_.num_layers));
-  for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-    HybridLayer& L = layers_[static_cast<size_t>(i)];
+  layers_.resize(static_cast<size_t>(own.size()));
+  for (int64_t i = own.begin; i < own.end; ++i) {
+    HybridLayer& L = layers_[static_cast<size_t>(i - own.begin)];
     const bool linear = !cfg_.is_full_attention(i);
-    const std::string prefix = gguf ? "blk." + std::to_string(i) + "." : root + "layers." + std::to_string(i) + ".";
-    bind_layer(L, prefix, linear, cfg_.is_sparse_layer(i), quant);
+    bind_layer(L, prefixes[static_cast<size_t>(i)], linear, cfg_.is_sparse_layer(i), quant);
     if (linear) {
       L.state_offset = state_offset;
       state_offset += gdn_shape_.state_floats();
     }
   }
   bind_mtp(quant);
+  if (own.size() != cfg_.num_layers) {
+    // The stage's config: its layers' kinds, in order (the KV pool and states hold theirs).
+    std::vector<std::string> types;
+    for (int64_t i = own.begin; i < own.end; ++i)
+      types.emplace_back(cfg_.is_full_attention(i) ? "full_attention" : "linear_attention");
+    cfg_.layer_types = std::move(types);
+    cfg_.num_layers = own.size();
+    if (!cfg_.attention_windows.empty())
+      cfg_.attention_windows = {cfg_.attention_windows.begin() + own.begin, cfg_.attention_windows.begin() + own.end};
+  }
+  if (tp_.stages() > 1) cfg_.kv_budget_layers = tp_.max_over_ranks(cfg_.num_kv_layers());
   ZEN_CHECK(state_offset == recurrent_state_floats(cfg_), "state layout ", state_offset, " vs ",
             recurrent_state_floats(cfg_));
   const LoadVerdict verdict = c.verdict();
@@ -325,6 +350,8 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
   if (flat_.size() == 0) return;
   check_states(batch);
   check_tap_layers(batch, cfg_.num_layers);
+  if (tp_.stages() > 1 && !batch.tap_layers.empty())
+    fail("forward: a drafter's taps of the residual stream are not available under pipeline parallelism");
   if (!tp_.active()) return forward_local(batch, logits);
   if (tp_.world_rank() != 0) fail("forward: rank ", tp_.world_rank(), " of a parallel model runs serve_steps(), not forward()");
   tp_.forward(batch, [&] { forward_local(batch, logits); });
@@ -338,6 +365,13 @@ void HybridModel::serve_steps() {
 }
 
 void HybridModel::forward_local(const ForwardBatch& batch, float* logits) {
+  tp_.run_stages(batch, logits, cfg_.vocab_size,
+                 [&](const ForwardBatch& part, float* part_logits) { forward_part(part, part_logits); });
+}
+
+// This rank's layers over one (micro-)batch: embedded here or received from the previous
+// stage; sent on, or (last stage) turned into logits.
+void HybridModel::forward_part(const ForwardBatch& batch, float* logits) {
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   const int64_t n = flat_.size();
   if (n == 0) return;
@@ -346,7 +380,8 @@ void HybridModel::forward_local(const ForwardBatch& batch, float* logits) {
   const int64_t H = cfg_.hidden_size;
   ensure_buffers(n);
 
-  tp_.embed(embed_, flat_.ids, H, x_.data());
+  if (tp_.first_stage()) tp_.embed(embed_, flat_.ids, H, x_.data());
+  else tp_.recv_from_previous_stage(x_.data(), n * H);
   const int64_t half = rope_.dim() / 2;
   for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
 
@@ -361,6 +396,7 @@ void HybridModel::forward_local(const ForwardBatch& batch, float* logits) {
     mlp_block(L, n);
     capture_taps(batch, static_cast<int64_t>(l), x_.data(), n, H);
   }
+  if (!tp_.last_stage()) return tp_.send_to_next_stage(x_.data(), n * H);
 
   const auto rows = static_cast<int64_t>(flat_.logit_row.size());
   for (int64_t r = 0; r < rows; ++r) {

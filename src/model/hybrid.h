@@ -118,6 +118,7 @@ class HybridModel final : public Model {
   void plan_shares(const QuantConfig& quant);
   // The forward on this rank's shares (collectives included); logits may be null off rank 0.
   void forward_local(const ForwardBatch& batch, float* logits);
+  void forward_part(const ForwardBatch& batch, float* logits);  // one micro-batch
 
   // A tensor-parallel rank's share (dist/tensor_parallel.h): attention heads, Gated DeltaNet
   // key heads with their value heads, MLP intermediate rows, whole experts and shared-expert

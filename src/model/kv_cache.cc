@@ -83,8 +83,8 @@ KvPool::KvPool(const ModelConfig& cfg, int64_t num_blocks, KvDType dtype, int64_
 }
 
 size_t KvPool::bytes_per_token(const ModelConfig& cfg, KvDType dtype) {
-  return 2 * static_cast<size_t>(cfg.num_kv_layers()) * static_cast<size_t>(cfg.num_kv_heads * cfg.head_dim) *
-         kv_dtype_bytes(dtype);
+  const int64_t layers = std::max(cfg.num_kv_layers(), cfg.kv_budget_layers);
+  return 2 * static_cast<size_t>(layers) * static_cast<size_t>(cfg.num_kv_heads * cfg.head_dim) * kv_dtype_bytes(dtype);
 }
 
 size_t KvPool::bytes_per_token() const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 #include "dist/step_message.h"
@@ -119,6 +120,83 @@ void TpRuntime::serve(const ModelConfig& local_cfg, const std::function<void(con
 
 void TpRuntime::all_reduce(float* data, int64_t n) {
   if (tp_.size() > 1) tp_.comm->all_reduce_sum(data, static_cast<size_t>(n));
+}
+
+void TpRuntime::run_stages(const ForwardBatch& batch, float* logits, int64_t V,
+                           const std::function<void(const ForwardBatch&, float*)>& part) {
+  if (stages() == 1) return part(batch, logits);
+  const int64_t rows = logit_rows(batch);
+  const bool rank0 = world_rank() == 0;
+  float* out = nullptr;
+  if (last_stage() || rank0) {
+    if (logits == nullptr || !rank0) {
+      pipeline_logits_.resize(static_cast<size_t>(rows * V));
+      out = pipeline_logits_.data();
+    } else {
+      out = logits;
+    }
+  }
+  const size_t seqs = batch.seqs.size(), parts = std::min(seqs, static_cast<size_t>(stages()));
+  int64_t row = 0;
+  for (size_t m = 0; m < parts; ++m) {
+    ForwardBatch micro = batch;
+    const size_t b = m * seqs / parts, e = (m + 1) * seqs / parts;
+    micro.seqs = batch.seqs.subspan(b, e - b);
+    part(micro, last_stage() ? out + row * V : nullptr);
+    row += logit_rows(micro);
+  }
+  // Argmax-only rows travel as (max, index): 8 bytes a row instead of 4 V.
+  if (batch.argmax_only) pipeline_maxima_.resize(static_cast<size_t>(rows));
+  if (last_stage() && !rank0) {
+    if (!batch.argmax_only) return send_logits_to_first(out, rows * V);
+    row_maxima(out, rows, V, 0, pipeline_maxima_.data());
+    send_maxima_to_first(pipeline_maxima_.data(), rows);
+  } else if (rank0 && !last_stage()) {
+    if (!batch.argmax_only) return recv_logits_from_last(out, rows * V);
+    recv_maxima_from_last(pipeline_maxima_.data(), rows);
+    write_argmax_rows(pipeline_maxima_.data(), rows, V, out);
+  }
+}
+
+dist::Range TpRuntime::stage_layers(Checkpoint& c, const ModelConfig& cfg,
+                                    const std::vector<std::string>& layer_prefixes,
+                                    const std::string& head_name) const {
+  const auto L = static_cast<int64_t>(layer_prefixes.size());
+  if (stages() == 1) return {0, L};
+  std::vector<double> cost(static_cast<size_t>(L), 0.0);
+  const double expert_share =
+      cfg.num_experts > 0 ? static_cast<double>(cfg.num_experts_per_tok) / static_cast<double>(cfg.num_experts) : 1;
+  for (const std::string& name : c.tensor_names())
+    for (int64_t i = 0; i < L; ++i)
+      if (name.starts_with(layer_prefixes[static_cast<size_t>(i)])) {
+        const bool routed = name.find("experts.") != std::string::npos || name.find("_exps.") != std::string::npos;
+        cost[static_cast<size_t>(i)] += static_cast<double>(c.peek(name)->nbytes) * (routed ? expert_share : 1.0);
+        break;
+      }
+  const TensorView* head = c.peek(head_name);
+  const double head_cost = head != nullptr ? static_cast<double>(head->nbytes) : 0.0;
+  const dist::Range own = dist::pipeline_layers(cost, head_cost, stages(), stage());
+  for (int64_t i = 0; i < L; ++i)
+    if (i < own.begin || i >= own.end)
+      c.ignore(regex_quote(layer_prefixes[static_cast<size_t>(i)]) + ".*", "a layer of another pipeline stage");
+  return own;
+}
+
+int64_t TpRuntime::max_over_ranks(int64_t v) {
+  if (!tp_.active()) return v;
+  std::vector<int64_t> all(static_cast<size_t>(tp_.comm->size()));
+  tp_.comm->all_gather(&v, sizeof(v), all.data());
+  tp_.comm->reset_stats();  // the statistics are the forwards'
+  return *std::max_element(all.begin(), all.end());
+}
+
+std::string TpRuntime::regex_quote(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    if (std::string_view(".[]{}()\\*+?^$|").find(ch) != std::string_view::npos) out += '\\';
+    out += ch;
+  }
+  return out;
 }
 
 void TpRuntime::send_to_next_stage(const float* data, int64_t n) {

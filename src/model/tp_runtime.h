@@ -47,6 +47,25 @@ class TpRuntime {
   int stages() const { return tp_.pipeline_stages; }
   bool first_stage() const { return stage() == 0; }
   bool last_stage() const { return stage() == stages() - 1; }
+  // Runs part(micro-batch, its logits) over the batch: the whole batch without pipeline
+  // stages; else in micro-batches of whole sequences (as many as stages), so stage s works on
+  // micro-batch m while s + 1 works on m - 1, the last stage's logits (argmax-only: their
+  // (max, index)) going to rank 0 at the end. Every message flows forward until then, so
+  // blocking sends cannot deadlock. part's logits are null where this rank computes none.
+  void run_stages(const ForwardBatch& batch, float* logits, int64_t V,
+                  const std::function<void(const ForwardBatch&, float*)>& part);
+  // This stage's layers (all without pipeline stages), balanced by the bytes a decoded token
+  // reads: each layer's tensors (under layer_prefixes[i]; routed experts at k / E), the
+  // lm_head (head_name) on the last stage; the embedding reads a row a token, nothing. With a
+  // small model the lm_head is a large share (Qwen2.5-0.5B's weighs half its layers), so
+  // layer counts alone would make the last stage the slow one. The other stages' layers are
+  // marked in the ledger as theirs (never read here).
+  dist::Range stage_layers(Checkpoint& c, const ModelConfig& cfg, const std::vector<std::string>& layer_prefixes,
+                           const std::string& head_name) const;
+  // The largest v over the job's ranks (a collective: every rank calls it at load).
+  int64_t max_over_ranks(int64_t v);
+  // name as a regular expression matching itself (Checkpoint::ignore patterns).
+  static std::string regex_quote(const std::string& name);
   void send_to_next_stage(const float* data, int64_t n);
   void recv_from_previous_stage(float* data, int64_t n);
   // Called by the last stage and by rank 0 (nothing when they are the same rank).
@@ -96,6 +115,8 @@ class TpRuntime {
   dist::Range vocab_rows_;
   std::vector<float> local_logits_, gathered_logits_;  // [rows, padded vocab slice], [ranks, ...]
   std::vector<RowMax> local_maxima_, gathered_maxima_;  // [rows], [ranks, rows]
+  std::vector<float> pipeline_logits_;  // [rows, V]: the last stage's, or rank 0's without a buffer
+  std::vector<RowMax> pipeline_maxima_;  // [rows] of argmax-only steps
   // Rank 0: whether its own forward runs (its state operations then are the forward's own).
   // Shared with the observers it installs, which may outlive it.
   struct Watch {
