@@ -442,6 +442,19 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
   }
 }
 
+// Proposers that borrow the target's lm_head (MTP, DFlash) are refused at engine start.
+TEST(TensorParallel, SpeculationThatBorrowsTheOutputHeadIsRefused) {
+  TpModel tp(fixture("qwen3_5_text_f32"), 2);
+  EngineOptions o = test::pool_of(tp.rank0(), 64, 64);
+  o.speculative.method = "mtp";
+  try {
+    Engine e(tp.rank0(), o);
+    ADD_FAILURE() << "an MTP engine started on a split model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("split over MPI ranks"), std::string::npos) << e.what();
+  }
+}
+
 // Pipeline stages under the engine: 16 requests in micro-batches, preemption: one process's tokens.
 TEST(TensorParallel, PipelineEngineAtConcurrency16WithPreemptionMatchesOneProcess) {
   auto one = single(fixture("qwen3_moe_step2"));

@@ -55,6 +55,7 @@ class DenseModel final : public Model {
   void embed_rows(std::span<const int32_t> ids, float* out) const override;
   void output_head(const float* hidden, int64_t rows, float* logits) override;
   void serve_steps() override;
+  bool split_over_ranks() const override { return tp_.active(); }
   ~DenseModel() override;  // rank 0 of a tensor-parallel model releases the other ranks
 
  private:

@@ -71,6 +71,7 @@ class HybridModel final : public Model {
   void output_head(const float* hidden, int64_t rows, float* logits) override;
 
   void serve_steps() override;
+  bool split_over_ranks() const override { return tp_.active(); }
   ~HybridModel() override;  // rank 0 of a tensor-parallel model releases the other ranks
 
   // Tests and benchmarks: run prefill through the recurrent form too.

@@ -114,6 +114,9 @@ class Model {
   // Tensor parallelism, on ranks other than 0: runs the forwards that rank 0's forward()
   // broadcasts, until rank 0's model is destroyed. Models without a sharded form throw.
   virtual void serve_steps();
+  // Whether the model is split over MPI ranks (tensor or pipeline parallel): it then lends
+  // neither its embedding rows nor its output head (embed_rows / output_head throw).
+  virtual bool split_over_ranks() const { return false; }
 };
 
 }  // namespace zen
