@@ -191,10 +191,10 @@ def _serve(*args):
 NEAR_TIE = 0.5
 
 
-def test_serve_on_two_ranks_answers_16_concurrent_requests_as_one_process():
-    need(DEFAULT_MODEL, "the default model")
+def _one_process_and_two_ranks(prompts, *layout):
+    """Each prompt's (text, tokens, token logprobs, top-2 logprobs, completion tokens), asked
+    16 at a time of `zen serve` in one process, then on two ranks with the layout flags."""
     from zen_server import ZenServer
-    prompts = [f"# Python: a function number {i} that returns the {i}th prime.\ndef " for i in range(16)]
 
     def answers(server):
         client = server.client()
@@ -202,7 +202,7 @@ def test_serve_on_two_ranks_answers_16_concurrent_requests_as_one_process():
         def one(p):
             r = client.completions.create(model=server.model, prompt=p, max_tokens=24, temperature=0, logprobs=2)
             lp = r.choices[0].logprobs
-            return lp.tokens, lp.top_logprobs, r.usage.completion_tokens
+            return r.choices[0].text, lp.tokens, lp.token_logprobs, lp.top_logprobs, r.usage.completion_tokens
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             return list(pool.map(one, prompts))
 
@@ -211,13 +211,20 @@ def test_serve_on_two_ranks_answers_16_concurrent_requests_as_one_process():
         want = answers(single)
     finally:
         single.stop()
-    tp = _serve("--max-num-seqs", "16", "--tensor-parallel-size", "2")
+    split = _serve("--max-num-seqs", "16", *layout)
     try:
-        got = answers(tp)
+        got = answers(split)
     finally:
-        tp.stop()  # SIGTERM to rank 0: it shuts down, releases rank 1, mpirun exits 0
+        split.stop()  # SIGTERM to rank 0: it shuts down, releases rank 1, mpirun exits 0
+    return want, got
+
+
+def test_serve_on_two_ranks_answers_16_concurrent_requests_as_one_process():
+    need(DEFAULT_MODEL, "the default model")
+    prompts = [f"# Python: a function number {i} that returns the {i}th prime.\ndef " for i in range(16)]
+    want, got = _one_process_and_two_ranks(prompts, "--tensor-parallel-size", "2")
     equal = 0
-    for (w_tokens, w_top, w_n), (g_tokens, _, g_n) in zip(want, got):
+    for (_, w_tokens, _, w_top, w_n), (_, g_tokens, _, _, g_n) in zip(want, got):
         assert g_n == w_n == 24
         if g_tokens == w_tokens:
             equal += 1
@@ -232,28 +239,8 @@ def test_serve_on_two_ranks_answers_16_concurrent_requests_as_one_process():
 
 def test_serve_in_two_pipeline_stages_answers_16_concurrent_requests_exactly_as_one_process():
     need(DEFAULT_MODEL, "the default model")
-    from zen_server import ZenServer
     prompts = [f"# Python: a class number {i} for a binary tree.\nclass " for i in range(16)]
-
-    def answers(server):
-        client = server.client()
-
-        def one(p):
-            r = client.completions.create(model=server.model, prompt=p, max_tokens=24, temperature=0, logprobs=1)
-            return r.choices[0].text, r.choices[0].logprobs.token_logprobs, r.usage.completion_tokens
-        with concurrent.futures.ThreadPoolExecutor(16) as pool:
-            return list(pool.map(one, prompts))
-
-    single = ZenServer("--max-num-seqs", "16")
-    try:
-        want = answers(single)
-    finally:
-        single.stop()
-    pp = _serve("--max-num-seqs", "16", "--pipeline-parallel-size", "2")
-    try:
-        got = answers(pp)
-    finally:
-        pp.stop()
+    want, got = _one_process_and_two_ranks(prompts, "--pipeline-parallel-size", "2")
     # Whole layers per stage, micro-batches of whole sequences: the same arithmetic, so the
     # same text and the same logprobs to the bit.
     assert got == want

@@ -321,6 +321,17 @@ TEST(TensorParallel, EngineAtConcurrency16WithPreemptionMatchesOneProcess) {
   EXPECT_LE(gathers.bytes / static_cast<double>(gathers.calls), 8.0 * 16);
 }
 
+// The planner on two ranks with the engine's wire: f32 activations, (max, index) or f32 logits.
+plan::Options wire_as_measured(bool argmax_only) {
+  plan::Options o;
+  o.nodes = 2;
+  o.memory_per_node = 1e12;
+  o.network_gbps = 100;
+  o.wire_bytes = 4;
+  o.greedy = argmax_only;
+  return o;
+}
+
 // One all-reduce for the embedding and two a layer, one all-gather of logits: what
 // `zen plan` counts for tp=2, with the bytes the engine moves (f32 rows, f32 logit slices).
 // The same for a MoE model under expert parallelism: one all-reduce per MoE layer. argmax_only:
@@ -335,12 +346,7 @@ void expect_planner_collectives(const std::string& model, bool expert_parallel, 
   auto cache = tp.rank0().new_cache(16);
   std::vector<float> logits(static_cast<size_t>(full.vocab_size));
   tp.rank0().forward(*cache, prompt, logits.data(), false, argmax_only);
-  plan::Options o;
-  o.nodes = 2;
-  o.memory_per_node = 1e12;
-  o.network_gbps = 100;
-  o.wire_bytes = 4;
-  o.greedy = argmax_only;
+  const plan::Options o = wire_as_measured(argmax_only);
   const auto calls = plan::step_collectives(full, {2, 1, 1}, o, static_cast<int64_t>(prompt.size()));
   int64_t reduces = 0, gathers = 0;
   double reduce_bytes = 0, gather_bytes = 0;
@@ -369,12 +375,7 @@ TEST(TensorParallel, PipelineSendsAreThePlannersAtF32) {
     auto cache = pp.rank0().new_cache(16);
     std::vector<float> logits(static_cast<size_t>(full.vocab_size));
     pp.rank0().forward(*cache, prompt, logits.data(), false, argmax_only);
-    plan::Options o;
-    o.nodes = 2;
-    o.memory_per_node = 1e12;
-    o.network_gbps = 100;
-    o.wire_bytes = 4;
-    o.greedy = argmax_only;
+    const plan::Options o = wire_as_measured(argmax_only);
     const auto T = static_cast<int64_t>(prompt.size());
     std::vector<double> sends;
     for (const plan::CollectiveCall& c : plan::step_collectives(full, {1, 1, 2}, o, T))
