@@ -32,6 +32,7 @@ X86Features detect() {
   f.avx2 = bit(b, 5);
   f.avx512f = zmm_saved && bit(b, 16);
   f.avx512vl = f.avx512f && bit(b, 31);
+  f.avx512bw = f.avx512f && bit(b, 30);
   f.avx512vnni = f.avx512f && bit(c, 11);
   if (leaf7_subleaves >= 1) {
     __cpuid_count(7, 1, a, b, c, d);

@@ -7,7 +7,7 @@ namespace zen {
 
 struct X86Features {
   bool avx2 = false, fma = false, f16c = false;
-  bool avx512f = false, avx512vl = false, avx512vnni = false;
+  bool avx512f = false, avx512vl = false, avx512bw = false, avx512vnni = false;
   bool avxvnni = false;
 };
 

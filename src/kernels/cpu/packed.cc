@@ -605,7 +605,7 @@ const PackedIsa& packed_isa() {
 
 bool packed_isa_supported(const char* isa) {
   const X86Features& f = x86_features();
-  if (std::strcmp(isa, "avx512vnni") == 0) return f.avx512vnni && f.avx512vl;
+  if (std::strcmp(isa, "avx512vnni") == 0) return f.avx512vnni && f.avx512vl && f.avx512bw;
   if (std::strcmp(isa, "avxvnni") == 0) return f.avxvnni;
   return std::strcmp(isa, "avx2") == 0 && use_avx2();
 }
