@@ -1,5 +1,6 @@
 """Multi-process inference under a real `mpirun` (issue 22): tensor, expert and pipeline
-parallelism give one process's greedy tokens (dense, MoE and hybrid models), through shared memory and through TCP; zen serve answers 16
+parallelism, and grids of tensor-parallel pipeline stages, give one process's greedy tokens
+(dense, MoE and hybrid models), through shared memory and through TCP; zen serve answers 16
 concurrent requests as one process does; a killed rank ends the job; ranks that map different
 checkpoints, or a rank count that is not the tensor parallel size, refuse to start.
 Skipped, with the reason, where mpirun or an MPI build of zen is absent."""
@@ -103,6 +104,24 @@ def test_two_ranks_equal_one_process_on_moe_and_hybrid_fixtures(model, flags):
         assert two.stdout == one.stdout and len(one.stdout.split()) == 24
 
 
+GRID = ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]
+
+
+@pytest.mark.parametrize("model,flags", [
+    ("qwen3_bf16_tied", GRID), ("qwen3_moe_bf16_tied.gguf", GRID + ["--enable-expert-parallel"]),
+    ("qwen3_5_text_f32", GRID)], ids=["dense-tied", "moe-ep", "hybrid"])
+def test_a_grid_of_two_stages_of_two_ranks_equals_one_process(model, flags):
+    """Tensor parallelism inside each of two pipeline stages: 4 ranks, each stage's all-reduces
+    on its own sub-communicator, hidden states from rank r of stage 0 to rank r of stage 1."""
+    ids = ",".join(str((i * 37 + 11) % 90) for i in range(30))
+    args = ["run", "--model", FIXTURES / model, "--prompt-ids", ids, "--max-tokens", "24", "--ignore-eos"]
+    one = zen(*args, "--threads", "1", check=True)
+    four = mpirun(*args, *flags, np=4)
+    assert four.returncode == 0, four.stderr
+    assert four.stdout == one.stdout and len(one.stdout.split()) == 24
+    assert "tensor parallel 2 x pipeline 2: 4 ranks" in four.stderr, four.stderr
+
+
 def test_what_does_not_split_is_refused_with_the_reason():
     moe = mpirun("run", "--model", FIXTURES / "qwen2_moe_shared", "--prompt-ids", "1", "--tensor-parallel-size", "2")
     assert moe.returncode != 0 and "--enable-expert-parallel" in moe.stderr, moe.stderr
@@ -116,8 +135,9 @@ def test_rank_count_must_equal_the_tensor_parallel_size():
     assert r.returncode != 0 and "mpirun started 2 ranks but --tensor-parallel-size x --pipeline-parallel-size is 4" \
         in r.stderr, r.stderr
     r = mpirun("run", "--model", FIXTURES / "qwen3_f32", "--prompt-ids", "1", "--tensor-parallel-size", "2",
-               "--pipeline-parallel-size", "2", np=4)
-    assert r.returncode != 0 and "a grid of both is not implemented yet" in r.stderr, r.stderr
+               "--pipeline-parallel-size", "2", np=2)
+    assert r.returncode != 0 and "mpirun started 2 ranks but --tensor-parallel-size x --pipeline-parallel-size is 4" \
+        in r.stderr, r.stderr
     r = zen("run", "--model", FIXTURES / "qwen3_f32", "--prompt-ids", "1", "--tensor-parallel-size", "2")
     assert r.returncode != 0 and "launch with mpirun -np 2" in r.stderr, r.stderr
 

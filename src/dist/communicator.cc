@@ -25,6 +25,7 @@ class Single final : public Communicator {
   void send(const void*, size_t, int dest) override { fail("send to rank ", dest, " in a job of one process"); }
   void recv(void*, size_t, int src) override { fail("receive from rank ", src, " in a job of one process"); }
   [[noreturn]] void abort(const std::string& why) override { fail(why); }
+  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<Single>(); }
 };
 
 std::unique_ptr<Communicator>& world_slot() {

@@ -53,6 +53,9 @@ class Communicator {
   virtual void recv(void* data, size_t bytes, int src) = 0;
   // Ends every rank of the job with this message (never returns).
   [[noreturn]] virtual void abort(const std::string& why) = 0;
+  // A collective: the ranks that pass the same color form a new communicator, ranked by
+  // (key, rank here) (MPI_Comm_split). Tensor-parallel collectives of one pipeline stage.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
   const Stats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }

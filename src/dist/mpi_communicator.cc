@@ -19,11 +19,15 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxChunk = size_t{1} << 30;
 constexpr int kTag = 1;  // point-to-point messages (pipeline stages)
 
-class World final : public Communicator {
+// The job's ranks (MPI_COMM_WORLD), or a part of them made by split().
+class MpiComm final : public Communicator {
  public:
-  World() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  explicit MpiComm(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiComm() override {
+    if (comm_ != MPI_COMM_WORLD && initialized()) MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -32,14 +36,14 @@ class World final : public Communicator {
     const auto t0 = Clock::now();
     auto* p = static_cast<char*>(data);
     for (size_t off = 0; off < bytes; off += kMaxChunk)
-      MPI_Bcast(p + off, static_cast<int>(std::min(kMaxChunk, bytes - off)), MPI_BYTE, root, MPI_COMM_WORLD);
+      MPI_Bcast(p + off, static_cast<int>(std::min(kMaxChunk, bytes - off)), MPI_BYTE, root, comm_);
     note(Op::Broadcast, bytes, t0);
   }
 
   void broadcast_idle(void* data, size_t bytes, int root) override {
     ZEN_CHECK(bytes <= kMaxChunk, "broadcast_idle of ", bytes, " bytes");
     MPI_Request request;
-    MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &request);
+    MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, &request);
     // Spin briefly (the next step usually follows at once), then sleep, backing off to 1 ms.
     int done = 0;
     auto nap = std::chrono::microseconds(0);
@@ -53,14 +57,14 @@ class World final : public Communicator {
     const auto t0 = Clock::now();
     for (size_t off = 0; off < n; off += kMaxChunk / sizeof(float))
       MPI_Allreduce(MPI_IN_PLACE, data + off, static_cast<int>(std::min(kMaxChunk / sizeof(float), n - off)),
-                    MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                    MPI_FLOAT, MPI_SUM, comm_);
     note(Op::AllReduce, n * sizeof(float), t0);
   }
 
   void all_gather(const void* send, size_t bytes, void* recv) override {
     ZEN_CHECK(bytes <= INT_MAX, "all_gather of ", bytes, " bytes per rank");
     const auto t0 = Clock::now();
-    MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+    MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, comm_);
     note(Op::AllGather, bytes, t0);
   }
 
@@ -68,7 +72,7 @@ class World final : public Communicator {
     const auto t0 = Clock::now();
     const auto* p = static_cast<const char*>(data);
     for (size_t off = 0; off < bytes || off == 0; off += kMaxChunk) {
-      MPI_Send(p + off, static_cast<int>(std::min(kMaxChunk, bytes - off)), MPI_BYTE, dest, kTag, MPI_COMM_WORLD);
+      MPI_Send(p + off, static_cast<int>(std::min(kMaxChunk, bytes - off)), MPI_BYTE, dest, kTag, comm_);
       if (bytes == 0) break;
     }
     note(Op::Send, bytes, t0);
@@ -80,7 +84,7 @@ class World final : public Communicator {
     for (size_t off = 0; off < bytes || off == 0; off += kMaxChunk) {
       const int want = static_cast<int>(std::min(kMaxChunk, bytes - off));
       MPI_Status status;
-      MPI_Recv(p + off, want, MPI_BYTE, src, kTag, MPI_COMM_WORLD, &status);
+      MPI_Recv(p + off, want, MPI_BYTE, src, kTag, comm_, &status);
       int got = 0;
       MPI_Get_count(&status, MPI_BYTE, &got);
       ZEN_CHECK(got == want, "rank ", rank_, " expected ", want, " bytes from rank ", src, ", got ", got);
@@ -90,9 +94,17 @@ class World final : public Communicator {
   }
 
   [[noreturn]] void abort(const std::string& why) override {
-    std::fprintf(stderr, "zen rank %d: %s\n", rank_, why.c_str());
+    int world_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    std::fprintf(stderr, "zen rank %d: %s\n", world_rank, why.c_str());
     std::fflush(stderr);
     abort_world(1);
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm part;
+    MPI_Comm_split(comm_, color, key, &part);
+    return std::make_unique<MpiComm>(part);
   }
 
  private:
@@ -102,6 +114,7 @@ class World final : public Communicator {
     s.bytes += static_cast<double>(bytes);
     s.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   }
+  MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
 };
 
@@ -123,7 +136,7 @@ std::unique_ptr<Communicator> init_world(int* argc, char*** argv) {
     MPI_Finalize();
     fail("this MPI library does not support MPI_THREAD_SERIALIZED (the server's engine thread runs the forward)");
   }
-  return std::make_unique<World>();
+  return std::make_unique<MpiComm>(MPI_COMM_WORLD);
 }
 
 void finalize() {

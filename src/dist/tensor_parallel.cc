@@ -85,3 +85,12 @@ std::string pipeline_problem(const ModelConfig& cfg, int stages) {
 }
 
 }  // namespace zen::dist
+
+namespace zen::dist {
+
+std::unique_ptr<Communicator> split_stages(const TensorParallel& tp) {
+  if (!tp.active() || !tp.pipelined() || tp.size() == 1) return nullptr;
+  return tp.comm->split(tp.stage(), tp.rank());
+}
+
+}  // namespace zen::dist

@@ -9,6 +9,7 @@
 // pool holds only its KV heads and the layer code runs unchanged on the local shapes.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,11 @@ struct Range {
 Range split(int64_t n, int parts, int part, int64_t unit = 1);
 
 // The layout of a job: pipeline_stages stages of size() ranks each (world rank = stage x
-// size() + rank()). Tensor parallelism inside a stage and pipeline stages together (a grid)
-// are not implemented: one of the two is 1.
+// size() + rank()). A grid (tensor parallelism inside pipeline stages) runs its tensor-parallel
+// collectives on stage_comm, the ranks of one stage, and everything else on comm.
 struct TensorParallel {
   Communicator* comm = nullptr;  // the job's ranks; null or size 1: one process
+  Communicator* stage_comm = nullptr;  // a grid's: this rank's stage (split_stages); else null
   // MoE layers: whole experts per rank (--enable-expert-parallel); the shared expert and
   // everything else still split as above. Slicing every expert instead is not implemented.
   bool expert_parallel = false;
@@ -42,7 +44,13 @@ struct TensorParallel {
   int stage() const { return comm != nullptr ? comm->rank() / size() : 0; }
   int world_rank() const { return comm != nullptr ? comm->rank() : 0; }
   bool pipelined() const { return pipeline_stages > 1; }
+  // Where the all-reduces and all-gathers of tensor parallelism go.
+  Communicator& tp_comm() const { return stage_comm != nullptr ? *stage_comm : *comm; }
 };
+
+// A grid's stage communicator (a collective: every rank of comm calls it), which the caller
+// keeps alive and sets as tp.stage_comm; null when tp is not a grid.
+std::unique_ptr<Communicator> split_stages(const TensorParallel& tp);
 
 // The layers [begin, end) of pipeline stage s of P (contiguous, as even as they come).
 Range pipeline_layers(int64_t num_layers, int stages, int s);

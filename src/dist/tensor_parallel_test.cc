@@ -32,9 +32,10 @@ std::string default_model() { return (fs::path(ZEN_SOURCE_DIR) / "models/default
 // their own threads until it is destroyed.
 class TpModel {
  public:
-  // t ranks: tensor parallel, or `stages` pipeline stages of one rank each when stages > 1.
+  // t ranks: tensor parallel, or `stages` pipeline stages of t / stages ranks each (a grid
+  // when both are above 1).
   TpModel(const std::string& path, int t, bool tokenizer = false, bool expert_parallel = false, int stages = 1)
-      : group_(t), models_(static_cast<size_t>(t)) {
+      : group_(t), stage_comms_(static_cast<size_t>(t)), models_(static_cast<size_t>(t)) {
     std::vector<std::string> errors(static_cast<size_t>(t));
     std::vector<std::thread> loaders;
     for (int r = 0; r < t; ++r)
@@ -45,6 +46,8 @@ class TpModel {
         o.tensor_parallel.comm = &group_.member(r);
         o.tensor_parallel.expert_parallel = expert_parallel;
         o.tensor_parallel.pipeline_stages = stages;
+        stage_comms_[static_cast<size_t>(r)] = dist::split_stages(o.tensor_parallel);
+        o.tensor_parallel.stage_comm = stage_comms_[static_cast<size_t>(r)].get();
         try {
           models_[static_cast<size_t>(r)] = Model::load(path, o);
         } catch (const Error& e) {
@@ -65,6 +68,7 @@ class TpModel {
 
  private:
   dist::ThreadGroup group_;
+  std::vector<std::unique_ptr<dist::Communicator>> stage_comms_;  // a grid's, per rank
   std::vector<std::unique_ptr<Model>> models_;
   std::vector<std::thread> workers_;
 };
@@ -243,6 +247,9 @@ struct TpCase {
   int ranks;
   bool expert_parallel = false;
   bool pipeline = false;  // the ranks are pipeline stages
+  int grid_stages = 1;    // > 1: that many stages of ranks / grid_stages tensor-parallel ranks
+  int stages() const { return pipeline ? ranks : grid_stages; }
+  int tp() const { return ranks / stages(); }
 };
 
 class TensorParallelFixtures : public ::testing::TestWithParam<TpCase> {};
@@ -251,7 +258,7 @@ class TensorParallelFixtures : public ::testing::TestWithParam<TpCase> {};
 TEST_P(TensorParallelFixtures, MatchesOneProcess) {
   const TpCase& c = GetParam();
   auto one = single(fixture(c.model));
-  TpModel tp(fixture(c.model), c.ranks, false, c.expert_parallel, c.pipeline ? c.ranks : 1);
+  TpModel tp(fixture(c.model), c.ranks, false, c.expert_parallel, c.stages());
   const int64_t V = one->config().vocab_size;
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(static_cast<int32_t>((i * 37 + 11) % V));
@@ -259,11 +266,12 @@ TEST_P(TensorParallelFixtures, MatchesOneProcess) {
   // Pipeline stages run the same arithmetic (kernels are batch-invariant): bit-identical.
   EXPECT_LE(max_diff(got, want), c.pipeline ? 0.0f : 1e-5f * std::max(1.0f, max_abs(want)));
   EXPECT_EQ(greedy_tokens(tp.rank0(), prompt, 24), greedy_tokens(*one, prompt, 24));
-  if (c.pipeline) {  // rank 0 holds the first stage's layers
+  if (c.stages() > 1) {  // rank 0 holds the first stage's layers
     EXPECT_GT(tp.rank0().config().num_layers, 0);
     EXPECT_LT(tp.rank0().config().num_layers, one->config().num_layers);
-  } else {  // a rank holds its share of the KV heads
-    EXPECT_EQ(tp.rank0().config().num_kv_heads * std::min(c.ranks, static_cast<int>(one->config().num_kv_heads)),
+  }
+  if (c.tp() > 1) {  // a rank holds its share of the KV heads
+    EXPECT_EQ(tp.rank0().config().num_kv_heads * std::min(c.tp(), static_cast<int>(one->config().num_kv_heads)),
               one->config().num_kv_heads);
   }
 }
@@ -290,11 +298,19 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelFixtures,
                                            TpCase{"qwen3_5_text_f32", 2, false, true},
                                            TpCase{"qwen3_next_f32", 2, false, true},
                                            TpCase{"qwen3_5_tied_f32.gguf", 2, false, true},
-                                           TpCase{"qwen3_5_moe_bf16", 2, false, true}),
+                                           TpCase{"qwen3_5_moe_bf16", 2, false, true},
+                                           // Grids: tensor parallel 2 inside each of 2 stages
+                                           // (the vocabulary slices on the first and last).
+                                           TpCase{"llama_f32", 4, false, false, 2},
+                                           TpCase{"qwen3_bf16_tied", 4, false, false, 2},
+                                           TpCase{"qwen3_moe_bf16_tied.gguf", 4, true, false, 2},
+                                           TpCase{"qwen3_5_text_f32", 4, false, false, 2},
+                                           TpCase{"qwen3_5_tied_f32.gguf", 4, false, false, 2}),
                          [](const auto& info) {
                            std::string name = info.param.model + "_tp" + std::to_string(info.param.ranks);
                            if (info.param.expert_parallel) name += "_ep";
                            if (info.param.pipeline) name += "_pp";
+                           if (info.param.grid_stages > 1) name += "_pp" + std::to_string(info.param.grid_stages);
                            for (char& ch : name)
                              if (ch == '.') ch = '_';
                            return name;
@@ -510,10 +526,10 @@ std::vector<float> all_taps(Model& m, const std::vector<int32_t>& prompt) {
 // A hybrid model on two ranks under the engine: prefix snapshots (state copies made between
 // forwards, mirrored to rank 1), preemption with a tiny pool, 16 requests at once, and n-gram
 // speculation (rollback restores states from the history slots): the tokens of one process.
-void expect_hybrid_engine_matches_one_process(int stages) {
+void expect_hybrid_engine_matches_one_process(int ranks, int stages) {
   const std::string path = fixture("qwen3_5_text_f32");
   auto one = single(path);
-  TpModel tp(path, 2, false, false, stages);
+  TpModel tp(path, ranks, false, false, stages);
   const int32_t V = static_cast<int32_t>(one->config().vocab_size);
   // Shared 130-token prefixes (snapshots at 64 and 128), repetitive tails (n-gram drafts hit).
   std::vector<std::vector<int32_t>> prompts = test::random_prompts(16, 140, 160, V, 21);
@@ -549,12 +565,41 @@ void expect_hybrid_engine_matches_one_process(int stages) {
 }
 
 TEST(TensorParallel, HybridEngineSnapshotsPreemptionAndSpeculationMatchOneProcess) {
-  expect_hybrid_engine_matches_one_process(1);
+  expect_hybrid_engine_matches_one_process(2, 1);
 }
 
 // The same in two pipeline stages, each holding its layers' recurrent states.
 TEST(TensorParallel, HybridPipelineEngineSnapshotsPreemptionAndSpeculationMatchOneProcess) {
-  expect_hybrid_engine_matches_one_process(2);
+  expect_hybrid_engine_matches_one_process(2, 2);
+}
+
+// And in a grid: two stages of two tensor-parallel ranks each.
+TEST(TensorParallel, HybridGridEngineSnapshotsPreemptionAndSpeculationMatchOneProcess) {
+  expect_hybrid_engine_matches_one_process(4, 2);
+}
+
+// split(): ranks of one color form a communicator ranked by key; its collectives stay inside.
+TEST(TensorParallel, ThreadGroupSplitFormsIndependentParts) {
+  dist::ThreadGroup group(4);
+  std::vector<int> ranks(4), sizes(4);
+  std::vector<float> sums(4);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      // Colors 0 (world ranks 0, 2) and 1 (1, 3); keys reverse the order.
+      std::unique_ptr<dist::Communicator> part = group.member(r).split(r % 2, -r);
+      ranks[static_cast<size_t>(r)] = part->rank();
+      sizes[static_cast<size_t>(r)] = part->size();
+      float v = static_cast<float>(r + 1);
+      part->all_reduce_sum(&v, 1);
+      sums[static_cast<size_t>(r)] = v;
+      if (part->rank() == 0) part->send(&v, sizeof(v), 1);
+      else part->recv(&v, sizeof(v), 0);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ranks, (std::vector<int>{1, 1, 0, 0}));
+  EXPECT_EQ(sizes, (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(sums, (std::vector<float>{4, 6, 4, 6}));
 }
 
 // The default model (Q4_K_M: GGUF blocks cut at 256 columns) on two ranks.

@@ -3,8 +3,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <utility>
 
 #include "base/error.h"
 
@@ -18,13 +21,18 @@ struct ThreadGroup::Shared {
   std::mutex mail_lock;
   std::condition_variable mail_arrived;
   std::vector<std::deque<std::vector<uint8_t>>> mail;
+  // split(): the parts being made, by their first member's rank.
+  std::mutex parts_lock;
+  std::map<int, std::shared_ptr<Shared>> parts;
 };
 
 namespace {
 
 class Member final : public Communicator {
  public:
-  Member(ThreadGroup::Shared& s, int rank, int size) : s_(s), rank_(rank), size_(size) {}
+  // keep: the shared state of a group made by split(), which its members own together.
+  Member(ThreadGroup::Shared& s, int rank, int size, std::shared_ptr<ThreadGroup::Shared> keep = nullptr)
+      : keep_(std::move(keep)), s_(s), rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -82,6 +90,36 @@ class Member final : public Communicator {
 
   [[noreturn]] void abort(const std::string& why) override { fail("rank ", rank_, ": ", why); }
 
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    const std::pair<int, int> mine{color, key};
+    post(&mine);
+    std::vector<std::pair<int, int>> part;  // (key, rank) of this color's members
+    for (int r = 0; r < size_; ++r) {
+      const auto& theirs = *static_cast<const std::pair<int, int>*>(s_.slots[static_cast<size_t>(r)]);
+      if (theirs.first == color) part.emplace_back(theirs.second, r);
+    }
+    std::sort(part.begin(), part.end());
+    const int first = part.front().second;
+    const auto at = std::find(part.begin(), part.end(), std::make_pair(key, rank_)) - part.begin();
+    if (rank_ == first) {
+      std::lock_guard<std::mutex> lock(s_.parts_lock);
+      s_.parts[first] = std::make_shared<ThreadGroup::Shared>(static_cast<int>(part.size()));
+    }
+    s_.sync.arrive_and_wait();  // every part exists; every (color, key) has been read
+    std::shared_ptr<ThreadGroup::Shared> shared;
+    {
+      std::lock_guard<std::mutex> lock(s_.parts_lock);
+      shared = s_.parts[first];
+    }
+    s_.sync.arrive_and_wait();  // every member holds its part: the map may be reused
+    if (rank_ == first) {
+      std::lock_guard<std::mutex> lock(s_.parts_lock);
+      s_.parts.erase(first);
+    }
+    ThreadGroup::Shared& s = *shared;
+    return std::make_unique<Member>(s, static_cast<int>(at), static_cast<int>(part.size()), std::move(shared));
+  }
+
  private:
   void post(const void* buffer) {
     s_.slots[static_cast<size_t>(rank_)] = buffer;
@@ -91,6 +129,7 @@ class Member final : public Communicator {
     ++stats_[op].calls;
     stats_[op].bytes += static_cast<double>(bytes);
   }
+  std::shared_ptr<ThreadGroup::Shared> keep_;
   ThreadGroup::Shared& s_;
   int rank_, size_;
   std::vector<float> sum_;

@@ -89,18 +89,20 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
   const bool tied = cfg_.tie_word_embeddings || (ckpt_->format() == CheckpointFormat::Gguf && !c.has(names.lm_head()));
   if (cfg_.tie_word_embeddings && c.has(names.lm_head()))
     c.ignore(names.lm_head(), "tied to the embedding (tie_word_embeddings)");
+  // Pipeline stages: the first embeds, the last holds the final norm and the lm_head.
+  const bool embed_here = tp_.first_stage(), head_here = tp_.last_stage();
   if (t > 1) {
     // Vocabulary-parallel: this rank's rows of the embedding and the lm_head.
-    if (tied) {
+    if (tied && (embed_here || head_here)) {
       w_.lm_head = Linear::bind_slice(c, names.embed(), {V, H}, quant, vocab_rows, all_h);
       w_.embed = w_.lm_head;
-    } else {
-      w_.embed = Linear::bind_slice(c, names.embed(), {V, H}, quant, vocab_rows, all_h, Linear::Use::Rows);
-      w_.lm_head = Linear::bind_slice(c, names.lm_head(), {V, H}, quant, vocab_rows, all_h);
+    } else if (!tied) {
+      if (embed_here) w_.embed = Linear::bind_slice(c, names.embed(), {V, H}, quant, vocab_rows, all_h, Linear::Use::Rows);
+      if (head_here) w_.lm_head = Linear::bind_slice(c, names.lm_head(), {V, H}, quant, vocab_rows, all_h);
     }
+    if (!embed_here && !(tied && head_here)) c.ignore(TpRuntime::regex_quote(names.embed()), "held by the first pipeline stage");
+    if (!head_here && !tied) c.ignore(TpRuntime::regex_quote(names.lm_head()), "held by the last pipeline stage");
   } else {
-    // Pipeline stages: the first embeds, the last holds the final norm and the lm_head.
-    const bool embed_here = tp_.first_stage(), head_here = tp_.last_stage();
     if (embed_here || (tied && head_here)) w_.embed = Linear::bind(c, names.embed(), {V, H}, quant, Linear::Use::Rows);
     else c.ignore(TpRuntime::regex_quote(names.embed()), "held by the first pipeline stage");
     if (head_here) {

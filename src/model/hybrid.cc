@@ -66,18 +66,20 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
   if (gguf) cfg_.tie_word_embeddings = !c.has(head);  // llama.cpp: no output tensor means tied
   if (cfg_.tie_word_embeddings && c.has(head)) c.ignore("lm_head\\.weight", "tied to the embedding (tie_word_embeddings)");
   const bool tied = cfg_.tie_word_embeddings;
+  // Pipeline stages: the first embeds, the last holds the lm_head.
+  const bool embed_here = tp_.first_stage(), head_here = tp_.last_stage();
   if (tp_.size() > 1) {
     // Vocabulary-parallel: this rank's rows of the embedding and the lm_head.
-    if (tied) {
+    if (tied && (embed_here || head_here)) {
       lm_head_ = Linear::bind_slice(c, embed_name, {V, H}, quant, vocab_rows, all_h);
       embed_ = lm_head_;
-    } else {
-      embed_ = Linear::bind_slice(c, embed_name, {V, H}, quant, vocab_rows, all_h, Linear::Use::Rows);
-      lm_head_ = Linear::bind_slice(c, head, {V, H}, quant, vocab_rows, all_h);
+    } else if (!tied) {
+      if (embed_here) embed_ = Linear::bind_slice(c, embed_name, {V, H}, quant, vocab_rows, all_h, Linear::Use::Rows);
+      if (head_here) lm_head_ = Linear::bind_slice(c, head, {V, H}, quant, vocab_rows, all_h);
     }
+    if (!embed_here && !(tied && head_here)) c.ignore(TpRuntime::regex_quote(embed_name), "held by the first pipeline stage");
+    if (!head_here && !tied) c.ignore(TpRuntime::regex_quote(head), "held by the last pipeline stage");
   } else {
-    // Pipeline stages: the first embeds, the last holds the lm_head.
-    const bool embed_here = tp_.first_stage(), head_here = tp_.last_stage();
     if (embed_here || (tied && head_here)) embed_ = Linear::bind(c, embed_name, {V, H}, quant, Linear::Use::Rows);
     else c.ignore(TpRuntime::regex_quote(embed_name), "held by the first pipeline stage");
     if (head_here) {

@@ -119,7 +119,7 @@ void TpRuntime::serve(const ModelConfig& local_cfg, const std::function<void(con
 }
 
 void TpRuntime::all_reduce(float* data, int64_t n) {
-  if (tp_.size() > 1) tp_.comm->all_reduce_sum(data, static_cast<size_t>(n));
+  if (tp_.size() > 1) tp_.tp_comm().all_reduce_sum(data, static_cast<size_t>(n));
 }
 
 void TpRuntime::run_stages(const ForwardBatch& batch, float* logits, int64_t V,
@@ -148,6 +148,7 @@ void TpRuntime::run_stages(const ForwardBatch& batch, float* logits, int64_t V,
   // Argmax-only rows travel as (max, index): 8 bytes a row instead of 4 V.
   if (batch.argmax_only) pipeline_maxima_.resize(static_cast<size_t>(rows));
   if (last_stage() && !rank0) {
+    if (world_rank() != last_stage_speaker()) return;
     if (!batch.argmax_only) return send_logits_to_first(out, rows * V);
     row_maxima(out, rows, V, 0, pipeline_maxima_.data());
     send_maxima_to_first(pipeline_maxima_.data(), rows);
@@ -207,13 +208,17 @@ void TpRuntime::recv_from_previous_stage(float* data, int64_t n) {
   tp_.comm->recv(data, static_cast<size_t>(n) * sizeof(float), tp_.world_rank() - tp_.size());
 }
 
+// The last stage's first tensor-parallel rank speaks for it (its ranks hold the same logits).
+int TpRuntime::last_stage_speaker() const { return (stages() - 1) * size(); }
+
 void TpRuntime::send_logits_to_first(const float* logits, int64_t n) {
-  if (tp_.world_rank() != 0) tp_.comm->send(logits, static_cast<size_t>(n) * sizeof(float), 0);
+  if (tp_.world_rank() == last_stage_speaker() && tp_.world_rank() != 0)
+    tp_.comm->send(logits, static_cast<size_t>(n) * sizeof(float), 0);
 }
 
 void TpRuntime::recv_logits_from_last(float* logits, int64_t n) {
-  const int last = tp_.comm->size() - 1;
-  if (last != 0) tp_.comm->recv(logits, static_cast<size_t>(n) * sizeof(float), last);
+  if (const int last = last_stage_speaker(); last != 0)
+    tp_.comm->recv(logits, static_cast<size_t>(n) * sizeof(float), last);
 }
 
 void TpRuntime::embed(const Linear& embed, std::span<const int32_t> ids, int64_t H, float* x) {
@@ -243,12 +248,13 @@ void TpRuntime::write_argmax_rows(const RowMax* maxima, int64_t rows, int64_t V,
 }
 
 void TpRuntime::send_maxima_to_first(const RowMax* maxima, int64_t rows) {
-  if (tp_.world_rank() != 0) tp_.comm->send(maxima, static_cast<size_t>(rows) * sizeof(RowMax), 0);
+  if (tp_.world_rank() == last_stage_speaker() && tp_.world_rank() != 0)
+    tp_.comm->send(maxima, static_cast<size_t>(rows) * sizeof(RowMax), 0);
 }
 
 void TpRuntime::recv_maxima_from_last(RowMax* maxima, int64_t rows) {
-  const int last = tp_.comm->size() - 1;
-  if (last != 0) tp_.comm->recv(maxima, static_cast<size_t>(rows) * sizeof(RowMax), last);
+  if (const int last = last_stage_speaker(); last != 0)
+    tp_.comm->recv(maxima, static_cast<size_t>(rows) * sizeof(RowMax), last);
 }
 
 void TpRuntime::logits(const Linear& lm_head, const float* xn, int64_t rows, int64_t V, float* logits,
@@ -266,7 +272,8 @@ void TpRuntime::logits(const Linear& lm_head, const float* xn, int64_t rows, int
       row_maxima(local_logits_.data(), rows, mine, vocab_rows_.begin, local_maxima_.data());
     }
     gathered_maxima_.resize(static_cast<size_t>(rows) * static_cast<size_t>(t));
-    tp_.comm->all_gather(local_maxima_.data(), static_cast<size_t>(rows) * sizeof(RowMax), gathered_maxima_.data());
+    tp_.tp_comm().all_gather(local_maxima_.data(), static_cast<size_t>(rows) * sizeof(RowMax),
+                             gathered_maxima_.data());
     if (logits == nullptr) return;
     for (int64_t r = 0; r < rows; ++r) {
       RowMax best = gathered_maxima_[static_cast<size_t>(r)];
@@ -287,7 +294,7 @@ void TpRuntime::logits(const Linear& lm_head, const float* xn, int64_t rows, int
     for (int64_t r = 0; r < rows; ++r)
       std::copy_n(&tmp[static_cast<size_t>(r * mine)], mine, &local_logits_[static_cast<size_t>(r * width)]);
   }
-  tp_.comm->all_gather(local_logits_.data(), slice * sizeof(float), gathered_logits_.data());
+  tp_.tp_comm().all_gather(local_logits_.data(), slice * sizeof(float), gathered_logits_.data());
   if (logits == nullptr) return;
   for (int rank = 0; rank < t; ++rank) {
     const dist::Range cols = dist::split(V, t, rank);

@@ -41,8 +41,9 @@ class TpRuntime {
   int world_rank() const { return tp_.world_rank(); }
   dist::Range vocab_rows() const { return vocab_rows_; }
 
-  // Pipeline stages (one rank each): stage s receives the hidden states of every micro-batch
-  // from s - 1 and sends its own to s + 1; the last stage sends the logits to rank 0.
+  // Pipeline stages (of size() tensor-parallel ranks each; rank r of stage s talks to rank r of
+  // s - 1 and s + 1): stage s receives the hidden states of every micro-batch from s - 1 and
+  // sends its own to s + 1; the last stage sends the logits to rank 0.
   int stage() const { return tp_.stage(); }
   int stages() const { return tp_.pipeline_stages; }
   bool first_stage() const { return stage() == 0; }
@@ -68,7 +69,8 @@ class TpRuntime {
   static std::string regex_quote(const std::string& name);
   void send_to_next_stage(const float* data, int64_t n);
   void recv_from_previous_stage(float* data, int64_t n);
-  // Called by the last stage and by rank 0 (nothing when they are the same rank).
+  // Called by the last stage and by rank 0 (nothing when they are the same rank); of the last
+  // stage's tensor-parallel ranks only the first sends.
   void send_logits_to_first(const float* logits, int64_t n);
   void recv_logits_from_last(float* logits, int64_t n);
 
@@ -106,6 +108,7 @@ class TpRuntime {
   void recv_maxima_from_last(RowMax* maxima, int64_t rows);
 
  private:
+  int last_stage_speaker() const;  // the world rank that sends the last stage's logits
   void watch(StatePool* states);
   void send_state_op(const dist::StateOp& op);
   void apply_state_op(const ModelConfig& local_cfg, const dist::StateOp& op);
