@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, zen
+from conftest import DEFAULT_MODEL, ROOT, need, zen
 
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 ULTRA = CONFIGS / "zen4_ultra_shaped"
@@ -217,3 +217,22 @@ def test_logits_flag_plans_rows_that_sample():
     gathers = [c for c in sampled["collectives"] if c["kind"] == "all-gather"]
     assert [(c["calls"], c["payload_bytes"]) for c in gathers] == [(1, -(-t["vocab_size"] // 8) * 4)]
     assert sampled["network_seconds"] > greedy["network_seconds"]
+
+
+@pytest.mark.parametrize("path", [ROOT / "tests" / "fixtures" / "models" / "qwen3_5_tied_f32.gguf", DEFAULT_MODEL],
+                         ids=["hybrid-fixture", "default-model"])
+def test_a_gguf_file_is_read_from_its_metadata(path):
+    """--model may be a GGUF file: its metadata gives the shape. The planner's parameter count
+    (computed from the shape, a tied lm_head counted once) equals the file's tensor elements."""
+    need(path, "the GGUF file")
+    gguf = pytest.importorskip("gguf")
+    model = plan_json("--model", path, "--nodes", "2", "--memory-per-node", "16G", "--network", "10")["model"]
+    reader = gguf.GGUFReader(str(path))
+    names = [t.name for t in reader.tensors]
+    layers = {int(n.split(".")[1]) for n in names if n.startswith("blk.")}
+    assert model["layers"] == len(layers)
+    embedding = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    assert model["hidden_size"] == int(embedding.shape[0])
+    # MTP / nextn blocks and rope frequency tables are not model parameters to the planner.
+    counted = sum(int(t.n_elements) for t in reader.tensors if not t.name.startswith(("mtp.", "rope_")))
+    assert model["parameters"] == pytest.approx(counted, rel=0.01), (model["parameters"], counted)

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 #include "base/mmap.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "io/gguf.h"
 #include "model/config.h"
 #include "plan/plan.h"
 
@@ -41,11 +43,20 @@ const char* kModelHelp =
     "  [tokens, H] per stage boundary + (max, index) per token back to the first stage (--logits:\n"
     "  the f32 logits), where the sampler runs.\n";
 
+bool is_gguf(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
+}
+
+// An HF config.json (or its folder), or a GGUF file (its metadata; the tensors are not read).
 ModelConfig load_config(const std::string& path) {
   fs::path file = path;
   std::error_code ec;
   if (fs::is_directory(file, ec)) file /= "config.json";
-  if (!fs::is_regular_file(file, ec)) fail("--model: ", file.string(), ": no such file (give a config.json or a folder holding one)");
+  if (!fs::is_regular_file(file, ec))
+    fail("--model: ", file.string(), ": no such file (give a config.json, a folder holding one, or a GGUF file)");
+  if (is_gguf(file)) return ModelConfig::from_gguf(GgufFile(file.string()));
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_text_file(file.string()));
@@ -256,7 +267,7 @@ nlohmann::json plan_json(const LayoutPlan& p) {
 }  // namespace
 
 int plan_command(int argc, char** argv) {
-  Flags f("plan", {{"model", FlagKind::String, "config.json, or a folder holding one (HF layout; no weights needed)", {}},
+  Flags f("plan", {{"model", FlagKind::String, "config.json, or a folder holding one (HF layout; no weights needed), or a GGUF file (its metadata)", {}},
                    {"nodes", FlagKind::Int, "N nodes, one rank each", {}},
                    {"memory-per-node", FlagKind::String, "memory per node, e.g. 256G or 1.5T (binary units)", {}},
                    {"network", FlagKind::Float, "network bandwidth per node, Gbit/s", {}},

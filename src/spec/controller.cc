@@ -102,7 +102,11 @@ void Controller::record_verify(uint64_t seq_id, int32_t drafted, int32_t accepte
   a.update(drafted, accepted, std::max(0.25, 1.0 / (a.verified + 2)));
   ++a.verified;
   global_.update(drafted, accepted, 0.05);
-  if (accepted > 0) probes_[seq_id].interval = kFirstProbe;
+  Probe& p = probes_[seq_id];
+  if (accepted > 0) p.interval = kFirstProbe;
+  p.last_full = accepted == drafted ? drafted : 0;
+  if (p.deepening) p.deepen_interval = accepted == drafted ? 1 : std::min(2 * p.deepen_interval, kMaxDeepenInterval);
+  p.deepening = false;
 }
 
 void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_t draft_budget,
@@ -170,10 +174,36 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
   }
   for (Candidate& c : cands) c.max_k = 0;
   for (size_t s = 0; s < best_len; ++s) ++cands[order[s]].max_k;
-  if (base_time > 0) probe(cands, room, draft_budget, proposer_seconds != nullptr);
+  if (base_time > 0) {
+    deepen(cands, room, draft_budget, proposer_seconds != nullptr);
+    probe(cands, room, draft_budget, proposer_seconds != nullptr);
+  }
   int64_t total = 0;
   for (const Candidate& c : cands) total += c.max_k;
   mean_k_ = static_cast<double>(total) / static_cast<double>(cands.size());
+}
+
+// The first call of a step (asking) decides and asks for the deeper drafts; the second verifies
+// what came of them.
+void Controller::deepen(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking) {
+  int64_t total = 0;
+  for (const Candidate& c : cands) total += c.max_k;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    Candidate& c = cands[i];
+    Probe& p = probes_[c.seq_id];
+    if (asking) {
+      p.deepen_to = 0;
+      if (c.max_k == 0 || p.last_full == 0 || c.max_k > p.last_full || room[i] <= c.max_k) continue;
+      if (++p.deepen_wait < p.deepen_interval) continue;
+      p.deepen_wait = 0;
+      p.deepen_to = std::min(room[i], 2 * std::max(c.max_k, p.last_full));
+    }
+    if (p.deepen_to <= c.max_k) continue;
+    const auto extra = static_cast<int32_t>(std::clamp<int64_t>(draft_budget - total, 0, std::min(p.deepen_to, room[i]) - c.max_k));
+    c.max_k += extra;
+    total += extra;
+    if (!asking && extra > 0) p.deepening = true;
+  }
 }
 
 // The first call of a step (asking) counts idle steps and asks due sequences for one draft; the

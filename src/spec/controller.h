@@ -96,6 +96,13 @@ class Controller {
   // CPU where a 2-token step costs 1.6 plain ones.
   static constexpr int32_t kFirstProbe = 8;
   static constexpr int32_t kMaxProbeInterval = 128;
+  // Deepening. Depths a request never verified take its deepest verified one's rate, and a
+  // lookup's conditional acceptance grows with depth (a copy that held for 4 tokens tends to
+  // hold for 16), so the allocation can settle at a depth it never looks past. After a
+  // verification that accepted every draft, a sequence whose allocation is no deeper than that
+  // verifies twice as many once; an attempt that is not fully accepted doubles the wait
+  // before the next (up to kMaxDeepenInterval verifications), a fully accepted one resets it.
+  static constexpr int32_t kMaxDeepenInterval = 64;
   // Chooses k for every candidate of one step. other_tokens: tokens the step carries besides
   // the candidates' own last tokens (prefill chunks, decodes without drafts); draft_budget
   // caps the sum of k. proposer_seconds(seqs, k): the proposer's cost for `seqs` sequences
@@ -125,10 +132,17 @@ class Controller {
     int32_t idle = 0;                  // steps with room but no drafts since the last verification
     int32_t interval = kFirstProbe;    // idle steps before the next probe
     bool pending = false;              // asked for a probe's draft this step
+    int32_t last_full = 0;             // drafts of the last verification if all were accepted
+    int32_t deepen_wait = 0;           // fully accepted verifications since the last deepening
+    int32_t deepen_interval = 1;       // ... before the next one
+    int32_t deepen_to = 0;             // asked for this many drafts this step (deepening)
+    bool deepening = false;            // the verification in flight is a deepening
   };
   std::unordered_map<uint64_t, Probe> probes_;
   // After the greedy allocation: gives due sequences their probe (room: each one's max_k in).
   void probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking);
+  // After the greedy allocation: deepens sequences due for it (see kMaxDeepenInterval).
+  void deepen(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking);
   double mean_k_ = 0;
 };
 

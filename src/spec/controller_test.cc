@@ -174,6 +174,36 @@ TEST(Controller, ProbesIdleSequencesWithBackoff) {
   EXPECT_LE(resumed, Controller::kMaxProbeInterval + 4 * Controller::kFirstProbe + 1);
 }
 
+// A request's allocation can settle at a depth it has only ever seen fully accepted (deeper
+// positions carry what other requests taught the average): after a fully accepted
+// verification it verifies twice as deep once. A copy that holds all the way is then learnt
+// within a few steps; one that keeps breaking at the same depth is retried ever more rarely.
+TEST(Controller, DeepensAfterFullyAcceptedDrafts) {
+  Controller c({.adaptive = true, .num_speculative_tokens = 16});
+  teach(c, 0.040, 0.004);  // a token more costs a tenth of a decode step
+  for (int r = 0; r < 40; ++r) c.record_verify(99, 16, 4);  // others' copies broke at depth 5
+  const auto zero_cost = [](int64_t, int32_t) { return 0.0; };
+  // Runs one step for seq: asks, verifies what it asked, records `accepted(k)`.
+  auto step = [&](uint64_t seq, const auto& accepted) {
+    std::vector<Controller::Candidate> asked{{seq, 16}};
+    c.choose(asked, 0, 512, zero_cost);
+    auto verified = asked;
+    c.choose(verified, 0, 512);
+    EXPECT_EQ(verified[0].max_k, asked[0].max_k);
+    if (asked[0].max_k > 0) c.record_verify(seq, asked[0].max_k, accepted(asked[0].max_k));
+    return asked[0].max_k;
+  };
+  std::vector<int32_t> copy_ks;  // a request that copies all the way
+  for (int s = 0; s < 8; ++s) copy_ks.push_back(step(1, [](int32_t k) { return k; }));
+  EXPECT_LE(copy_ks[0], 5) << "the allocation alone was meant to stop at the others' depth";
+  EXPECT_EQ(copy_ks.back(), 16);
+  int deeper = 0;  // a request whose copies break after 4 tokens
+  for (int s = 0; s < 200; ++s)
+    if (step(2, [](int32_t k) { return std::min(k, 4); }) > 5) ++deeper;
+  EXPECT_GE(deeper, 1);
+  EXPECT_LE(deeper, 8);  // attempts 1, 2, 4, ... 64 verifications apart
+}
+
 TEST(Controller, NothingMeasuredMeansNoDrafting) {
   Controller c({.adaptive = true, .num_speculative_tokens = 8});
   auto cands = candidates(2, 8);
