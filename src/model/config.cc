@@ -302,6 +302,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     fail(g.path(), ": GGUF architecture '", a,
          "' is not supported (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, qwen3next)");
   const bool hybrid = a == "qwen35" || a == "qwen35moe" || a == "qwen3next";  // Gated DeltaNet + gated attention
+  // llama.cpp writes no output matrix for a tied lm_head.
+  c.tie_word_embeddings = std::none_of(g.tensors().begin(), g.tensors().end(),
+                                       [](const TensorView& t) { return t.name == "output.weight"; });
   auto need_int = [&](const std::string& key) {
     auto v = g.get_int(a + "." + key);
     if (!v) fail(g.path(), ": GGUF metadata lacks '", a, ".", key, "'");
