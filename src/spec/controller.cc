@@ -193,7 +193,7 @@ void Controller::deepen(std::span<Candidate> cands, std::span<const int32_t> roo
     Probe& p = probes_[c.seq_id];
     if (asking) {
       p.deepen_to = 0;
-      if (c.max_k == 0 || p.last_full == 0 || c.max_k > p.last_full || room[i] <= c.max_k) continue;
+      if (c.max_k == 0 || p.last_full < kMinDeepenFrom || c.max_k > p.last_full || room[i] <= c.max_k) continue;
       if (++p.deepen_wait < p.deepen_interval) continue;
       p.deepen_wait = 0;
       p.deepen_to = std::min(room[i], 2 * std::max(c.max_k, p.last_full));
