@@ -210,8 +210,9 @@ struct Engine::Impl {
     if (!o.speculative.synthetic_acceptance_rates.empty())
       verifier.set_synthetic(o.speculative.synthetic_acceptance_rates, 0x5EEDULL);
     if (proposer) {
-      controller = std::make_unique<spec::Controller>(
-          spec::ControllerOptions{.adaptive = o.speculative.adaptive, .num_speculative_tokens = o.speculative.k()});
+      controller = std::make_unique<spec::Controller>(spec::ControllerOptions{
+          .adaptive = o.speculative.adaptive, .num_speculative_tokens = o.speculative.k(),
+          .deepen = proposer->drafts_extend_with_k()});
       if (!o.spec_trace_path.empty()) {
         trace.open(o.spec_trace_path);
         if (!trace) fail("cannot write the speculation trace ", o.spec_trace_path);
@@ -387,7 +388,9 @@ void Engine::use_proposer(std::unique_ptr<spec::Proposer> proposer, const spec::
     impl_->runner.set_states(&impl_->states->pool());
   }
   impl_->proposer = std::move(proposer);
-  impl_->controller = impl_->proposer ? std::make_unique<spec::Controller>(control) : nullptr;
+  spec::ControllerOptions c = control;
+  if (impl_->proposer) c.deepen = c.deepen && impl_->proposer->drafts_extend_with_k();
+  impl_->controller = impl_->proposer ? std::make_unique<spec::Controller>(c) : nullptr;
   if (impl_->proposer) impl_->proposer->reserve_kv_blocks(impl_->kv.num_blocks(), options_.block_size);
   impl_->runner.set_tap_layers(impl_->proposer ? impl_->proposer->tap_layers() : std::span<const int32_t>());
 }

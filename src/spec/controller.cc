@@ -175,7 +175,7 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
   for (Candidate& c : cands) c.max_k = 0;
   for (size_t s = 0; s < best_len; ++s) ++cands[order[s]].max_k;
   if (base_time > 0) {
-    deepen(cands, room, draft_budget, proposer_seconds != nullptr);
+    if (o_.deepen) deepen(cands, room, draft_budget, proposer_seconds != nullptr);
     probe(cands, room, draft_budget, proposer_seconds != nullptr);
   }
   int64_t total = 0;

@@ -56,6 +56,7 @@ struct ControllerOptions {
   bool adaptive = true;           // false: always verify num_speculative_tokens (if drafted)
   int32_t num_speculative_tokens = 5;
   double prior_acceptance = 0.6;  // a_i before anything was measured
+  bool deepen = true;             // Controller::kMinDeepenFrom (off: Proposer::drafts_extend_with_k)
 };
 
 // Per-position acceptance: a_i as a moving average, for a request or for all of them.

@@ -202,6 +202,16 @@ TEST(Controller, DeepensAfterFullyAcceptedDrafts) {
     if (step(2, [](int32_t k) { return std::min(k, 4); }) > 5) ++deeper;
   EXPECT_GE(deeper, 1);
   EXPECT_LE(deeper, 8);  // attempts 1, 2, 4, ... 64 verifications apart
+  // Off (suffix decoding, whose drafts change with the budget): the allocation alone.
+  Controller plain({.adaptive = true, .num_speculative_tokens = 16, .deepen = false});
+  teach(plain, 0.040, 0.004);
+  for (int r = 0; r < 40; ++r) plain.record_verify(99, 16, 4);
+  for (int s = 0; s < 8; ++s) {
+    std::vector<Controller::Candidate> asked{{1, 16}};
+    plain.choose(asked, 0, 512, zero_cost);
+    ASSERT_LE(asked[0].max_k, 5) << "step " << s;
+    if (asked[0].max_k > 0) plain.record_verify(1, asked[0].max_k, asked[0].max_k);
+  }
 }
 
 TEST(Controller, NothingMeasuredMeansNoDrafting) {
