@@ -78,6 +78,15 @@ void Acceptance::update(int32_t drafted, int32_t accepted, double weight) {
 
 // ---- Controller ----
 
+namespace {
+// The drafts a step's candidates are allotted in all.
+int64_t drafts_of(std::span<const Controller::Candidate> cands) {
+  int64_t total = 0;
+  for (const Controller::Candidate& c : cands) total += c.max_k;
+  return total;
+}
+}  // namespace
+
 Controller::Controller(const ControllerOptions& options) : o_(options) {
   if (o_.num_speculative_tokens < 1 || o_.num_speculative_tokens > kMaxDraftTokens)
     fail("num_speculative_tokens must be in [1, ", kMaxDraftTokens, "], got ", o_.num_speculative_tokens);
@@ -178,16 +187,13 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
     if (o_.deepen) deepen(cands, room, draft_budget, proposer_seconds != nullptr);
     probe(cands, room, draft_budget, proposer_seconds != nullptr);
   }
-  int64_t total = 0;
-  for (const Candidate& c : cands) total += c.max_k;
-  mean_k_ = static_cast<double>(total) / static_cast<double>(cands.size());
+  mean_k_ = static_cast<double>(drafts_of(cands)) / static_cast<double>(cands.size());
 }
 
 // The first call of a step (asking) decides and asks for the deeper drafts; the second verifies
 // what came of them.
 void Controller::deepen(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking) {
-  int64_t total = 0;
-  for (const Candidate& c : cands) total += c.max_k;
+  int64_t total = drafts_of(cands);
   for (size_t i = 0; i < cands.size(); ++i) {
     Candidate& c = cands[i];
     Probe& p = probes_[c.seq_id];
@@ -209,8 +215,7 @@ void Controller::deepen(std::span<Candidate> cands, std::span<const int32_t> roo
 // The first call of a step (asking) counts idle steps and asks due sequences for one draft; the
 // second (drafts in hand) verifies it even where the allocation says no.
 void Controller::probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking) {
-  int64_t total = 0;
-  for (const Candidate& c : cands) total += c.max_k;
+  int64_t total = drafts_of(cands);
   for (size_t i = 0; i < cands.size(); ++i) {
     Candidate& c = cands[i];
     Probe& p = probes_[c.seq_id];
