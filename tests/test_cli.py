@@ -393,6 +393,21 @@ def test_mtp_flag_drafts_with_the_checkpoints_head(tmp_path):
     assert r.returncode != 0 and "MTP head (mtp.fc.weight): unavailable (missing mtp.fc.weight)" in r.stderr, r.stderr
 
 
+def test_inspect_a_drafter_shows_its_layers_and_window_memory():
+    """zen inspect DRAFTER: parameters, each layer's attention kind and window, taps, block size,
+    and the draft KV: per token for the full layers, a fixed store for the sliding ones."""
+    r = zen("inspect", ROOT / "tests" / "fixtures" / "dflash" / "v1", check=True)
+    assert "format: DFlash block drafter" in r.stdout, r.stdout
+    assert "layer 0: sliding_attention, causal, window 5" in r.stdout
+    assert "layer 2: full_attention, bidirectional in the block" in r.stdout
+    assert "taps: target layers 1, 3 (fc 64 -> 32)" in r.stdout
+    assert "block size: 4 (anchor + 3 drafted), mask token 287" in r.stdout
+    # One full layer: K and V of 2 heads of 16 in f32; two sliding layers of window 5 read 4 rows
+    # each and keep 2 blocks of 16 rows.
+    assert ("256 bytes per context token for the full layers (beside the target's KV); the sliding "
+            "layers read at most 2048 bytes per sequence, kept in 16384 bytes") in r.stdout, r.stdout
+
+
 def test_dflash_flag_finds_the_bundled_drafter(tmp_path):
     """Bare --dflash takes the model folder's dflash2/, else dflash/ (Zen6 ships dflash2/), and says
     which; a folder without one, or two speculation flags, is a named error."""

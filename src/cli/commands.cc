@@ -425,9 +425,15 @@ int inspect_drafter(const std::string& path) {
   std::printf("taps: target layers %s (fc %" PRId64 " -> %" PRId64 ")\n", taps.c_str(), c.tap_width(), d.hidden_size);
   std::printf("block size: %" PRId64 " (anchor + %" PRId64 " drafted), mask token %d\n", c.block_size, c.block_size - 1,
               c.mask_token_id);
-  std::printf("draft KV bytes per context token (f32): %" PRId64 " as the engine stores them (every layer, beside the "
-              "target's KV); %" PRId64 " for the full layers alone, plus at most %" PRId64 " that the sliding layers read\n",
-              static_cast<int64_t>(KvPool::bytes_per_token(d, KvDType::F32)), c.kv_bytes_per_token(), c.kv_bytes_sliding());
+  // As the engine stores them: the full layers beside the target's KV, the sliding ones in a
+  // window store of whole blocks (spec/dflash/window_store.h).
+  const int64_t block = KvPool::kDefaultBlockSize;
+  const auto window_bytes = static_cast<int64_t>(
+      c.max_window() > 0 ? spec::dflash::WindowStore::bytes(c.kv_config(true), c.max_window(), block, 1) : 0);
+  std::printf("draft KV (f32): %" PRId64 " bytes per context token for the full layers (beside the target's KV); the "
+              "sliding layers read at most %" PRId64 " bytes per sequence, kept in %" PRId64
+              " bytes (blocks of %" PRId64 "), whatever the context length\n",
+              c.kv_bytes_per_token(), c.kv_bytes_sliding(), window_bytes, block);
   return 0;
 }
 

@@ -51,12 +51,27 @@ int64_t kv_budget(const EngineOptions& o) {
   return budget;
 }
 
-// KV blocks of the target; a draft model's cache takes its share of the same budget, block for
-// block (draft_bytes_per_token: 0 without one).
-int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, size_t draft_bytes_per_token = 0) {
-  const auto block_bytes = static_cast<int64_t>(KvPool::bytes_per_token(cfg, o.kv_dtype) + draft_bytes_per_token) * o.block_size;
+// The KV a proposer keeps: per token the target caches, and in window blocks (at most one per
+// target block).
+struct DraftKv {
+  size_t per_token = 0;
+  spec::Proposer::WindowKv window;
+};
+
+// KV blocks N of the target; a proposer's KV takes its share of the same budget: per target
+// block, and min(window blocks, N) window blocks.
+int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, DraftKv draft = {}) {
+  const auto block_bytes = static_cast<int64_t>(KvPool::bytes_per_token(cfg, o.kv_dtype) + draft.per_token) * o.block_size;
   if (block_bytes == 0) return 1;  // no attention layer keeps KV
   const int64_t budget = kv_budget(o);
+  if (const auto window_block = static_cast<int64_t>(draft.window.bytes_per_token) * o.block_size; window_block > 0) {
+    // Enough for every window: N = what is left after them, if that is at least as many.
+    const int64_t after_windows = (budget - draft.window.blocks * window_block) / block_bytes;
+    if (after_windows >= draft.window.blocks) return after_windows;
+    const int64_t blocks = budget / (block_bytes + window_block);  // fewer target blocks than windows need
+    if (blocks < 1) fail("--kv-memory ", budget, " bytes holds no KV block of ", block_bytes + window_block, " bytes");
+    return blocks;
+  }
   const int64_t blocks = budget / block_bytes;
   if (blocks < 1) fail("--kv-memory ", budget, " bytes holds no KV block of ", block_bytes, " bytes");
   return blocks;
@@ -186,9 +201,9 @@ void EngineOptions::validate() const {
 }
 
 struct Engine::Impl {
-  Impl(Model& model, const EngineOptions& o, std::unique_ptr<spec::Proposer> p, size_t draft_bytes_per_token)
+  Impl(Model& model, const EngineOptions& o, std::unique_ptr<spec::Proposer> p, DraftKv draft)
       : cfg(model.config()),
-        kv(cfg, kv_blocks(cfg, o, draft_bytes_per_token), o.kv_dtype, o.block_size),
+        kv(cfg, kv_blocks(cfg, o, draft), o.kv_dtype, o.block_size),
         blocks(kv.num_blocks(), o.block_size, o.prefix_cache),
         states(make_states(cfg, o, o.speculative.enabled() ? o.speculative.k() : 0)),
         scheduler(SchedulerConfig{.max_num_seqs = o.max_num_seqs,
@@ -202,10 +217,13 @@ struct Engine::Impl {
         runner(model, kv, states ? &states->pool() : nullptr),
         proposer(std::move(p)) {
     if (proposer) {
-      proposer->reserve_kv_blocks(kv.num_blocks(), o.block_size);  // as many tokens as the target's cache
+      // as many tokens as the target's cache
+      proposer->reserve_kv_blocks(kv.num_blocks(), o.block_size, o.max_num_seqs);
       runner.set_tap_layers(proposer->tap_layers());
     }
-    if (draft_bytes_per_token > 0 && KvPool::bytes_per_token(cfg, o.kv_dtype) > 0)
+    draft_window_bytes = draft.window.bytes_per_token * static_cast<size_t>(o.block_size) *
+                         static_cast<size_t>(std::min(draft.window.blocks, kv.num_blocks()));
+    if ((draft.per_token > 0 || draft.window.blocks > 0) && KvPool::bytes_per_token(cfg, o.kv_dtype) > 0)
       kv_tokens_without_drafter = kv_blocks(cfg, o) * o.block_size;
     if (!o.speculative.synthetic_acceptance_rates.empty())
       verifier.set_synthetic(o.speculative.synthetic_acceptance_rates, 0x5EEDULL);
@@ -234,6 +252,7 @@ struct Engine::Impl {
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs;  // engine thread only
   std::unique_ptr<spec::Proposer> proposer;  // null: no speculation
   int64_t kv_tokens_without_drafter = 0;      // a proposer's KV shares the budget
+  size_t draft_window_bytes = 0;               // of which this much whatever the context length
   std::unique_ptr<spec::Controller> controller;
   spec::Verifier verifier;
   std::ofstream trace;
@@ -265,14 +284,16 @@ Engine::Engine(Model& model, const EngineOptions& options) : model_(model), opti
          state_bytes / (1 << 20), " MiB per sequence); ", static_cast<double>(available_memory_bytes()) / (1 << 30),
          " GiB are available");
   std::unique_ptr<spec::Proposer> proposer = make_proposer(options_.speculative, model, options_);
-  const size_t draft_bytes = proposer ? proposer->kv_bytes_per_token() : 0;
+  const DraftKv draft_kv{.per_token = proposer ? proposer->kv_bytes_per_token() : 0,
+                        .window = proposer ? proposer->window_kv(options_.max_num_seqs, options_.block_size)
+                                           : spec::Proposer::WindowKv{}};
   if (const int32_t most = proposer ? proposer->max_draft_tokens() : 0; most > 0) {
     if (options_.speculative.num_speculative_tokens > most)
       fail("--speculative-config: num_speculative_tokens ", options_.speculative.num_speculative_tokens, " exceeds what the ",
            proposer->name(), " proposer drafts per step (", most, ")");
     if (options_.speculative.num_speculative_tokens == 0) options_.speculative.num_speculative_tokens = most;
   }
-  impl_ = std::make_unique<Impl>(model, options_, std::move(proposer), draft_bytes);
+  impl_ = std::make_unique<Impl>(model, options_, std::move(proposer), draft_kv);
   const int64_t longest = impl_->blocks.num_blocks() * options_.block_size;
   if (impl_->kv.bytes_per_token() > 0 && options_.context_window > longest) options_.context_window = longest;
   impl_->stats.kv_blocks_total = impl_->blocks.num_blocks();
@@ -306,6 +327,9 @@ std::string Engine::describe() const {
         << static_cast<double>(kv_capacity_tokens()) / ctx << "x concurrency at " << context_window()
         << " tokens) with it, " << impl_->kv_tokens_without_drafter << " tokens ("
         << static_cast<double>(impl_->kv_tokens_without_drafter) / ctx << "x) without";
+      if (impl_->draft_window_bytes > 0)
+        s << "; its sliding layers keep their windows in " << static_cast<double>(impl_->draft_window_bytes) / (1 << 20)
+          << " MiB for " << options_.max_num_seqs << " sequences, whatever the context length";
     } else {
       s << "; the proposer keeps no KV: the same " << kv_capacity_tokens() << " tokens and "
         << static_cast<double>(kv_capacity_tokens()) / ctx << "x concurrency as without it";
@@ -391,7 +415,8 @@ void Engine::use_proposer(std::unique_ptr<spec::Proposer> proposer, const spec::
   spec::ControllerOptions c = control;
   if (impl_->proposer) c.deepen = c.deepen && impl_->proposer->drafts_extend_with_k();
   impl_->controller = impl_->proposer ? std::make_unique<spec::Controller>(c) : nullptr;
-  if (impl_->proposer) impl_->proposer->reserve_kv_blocks(impl_->kv.num_blocks(), options_.block_size);
+  // A proposer given here takes no share of the budget the pool was sized with.
+  if (impl_->proposer) impl_->proposer->reserve_kv_blocks(impl_->kv.num_blocks(), options_.block_size, options_.max_num_seqs);
   impl_->runner.set_tap_layers(impl_->proposer ? impl_->proposer->tap_layers() : std::span<const int32_t>());
 }
 

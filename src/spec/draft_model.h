@@ -83,7 +83,10 @@ class DraftModelProposer : public Proposer {
   // Allocates the draft KV pool for this many tokens (rounded up to whole blocks); drops every
   // cached sequence. Must be called before propose().
   void reserve_kv(int64_t tokens);
-  void reserve_kv_blocks(int64_t blocks, int64_t block_size) override { reserve_kv(blocks * block_size); }
+  void reserve_kv_blocks(int64_t blocks, int64_t block_size, int64_t max_seqs) override {
+    (void)max_seqs;
+    reserve_kv(blocks * block_size);
+  }
   const Model& draft() const { return *draft_; }
 
   std::string_view name() const override { return "draft_model"; }

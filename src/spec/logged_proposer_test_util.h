@@ -22,7 +22,10 @@ class LoggedProposer : public spec::Proposer {
   std::span<const int32_t> tap_layers() const override { return inner_->tap_layers(); }
   void commit(std::span<const spec::CommittedRows> rows, const float* taps) override { inner_->commit(rows, taps); }
   size_t kv_bytes_per_token() const override { return inner_->kv_bytes_per_token(); }
-  void reserve_kv_blocks(int64_t blocks, int64_t block_size) override { inner_->reserve_kv_blocks(blocks, block_size); }
+  void reserve_kv_blocks(int64_t blocks, int64_t block_size, int64_t max_seqs) override {
+    inner_->reserve_kv_blocks(blocks, block_size, max_seqs);
+  }
+  WindowKv window_kv(int64_t max_seqs, int64_t block_size) const override { return inner_->window_kv(max_seqs, block_size); }
   int32_t max_draft_tokens() const override { return inner_->max_draft_tokens(); }
   double cost_seconds(int64_t seqs, int32_t k) const override { return inner_->cost_seconds(seqs, k); }
   double catch_up_seconds(uint64_t id, std::span<const int32_t> tokens) const override {

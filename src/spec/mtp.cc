@@ -39,7 +39,8 @@ size_t MtpProposer::kv_bytes_per_token() const { return KvPool::bytes_per_token(
 // The target's blocks, then scratch for the speculative rows of kScratchSequences sequences
 // drafting up to kMaxDraftTokens each (at most kMaxDraftTokens - 1 rows past a table that
 // covers the cached positions).
-void MtpProposer::reserve_kv_blocks(int64_t blocks, int64_t block_size) {
+void MtpProposer::reserve_kv_blocks(int64_t blocks, int64_t block_size, int64_t max_seqs) {
+  (void)max_seqs;
   const int64_t scratch = kScratchSequences * ((kMaxDraftTokens - 1 + block_size - 1) / block_size);
   pool_ = std::make_unique<KvPool>(target_.mtp_kv_config(), blocks + scratch, KvDType::F32, block_size);
   target_blocks_ = blocks;

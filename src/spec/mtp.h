@@ -63,7 +63,7 @@ class MtpProposer : public Proposer {
   std::span<const int32_t> tap_layers() const override { return tap_layer_; }
   void commit(std::span<const CommittedRows> rows, const float* taps) override;
   size_t kv_bytes_per_token() const override;  // the head's layer, K and V, f32
-  void reserve_kv_blocks(int64_t blocks, int64_t block_size) override;
+  void reserve_kv_blocks(int64_t blocks, int64_t block_size, int64_t max_seqs) override;
   void propose(std::span<DraftSlot> slots) override;
   void finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) override;
   // k head steps for `seqs` sequences: k x (a forward of seqs rows + seqs output-head rows),

@@ -187,7 +187,7 @@ TEST_P(MtpEngine, EveryDraftIsTheHeadRunFromScratch) {
 TEST_P(MtpEngine, ScratchRunsShortGracefully) {
   MtpProposer p(*model_);
   constexpr int kSeqs = 70;
-  p.reserve_kv_blocks(kSeqs, 16);
+  p.reserve_kv_blocks(kSeqs, 16, kSeqs);
   EXPECT_EQ(p.scratch_blocks(), MtpProposer::kScratchSequences * 2);
   const int64_t H = model_->config().hidden_size;
   const auto tokens = test::random_prompts(1, 16, 16, vocab(), 37)[0];  // positions 0..14 cached

@@ -72,8 +72,23 @@ class Proposer {
   // KV the proposer keeps for each token the target caches (a draft model's own pool, a DFlash
   // drafter's context K/V), counted against the same memory budget; 0: none.
   virtual size_t kv_bytes_per_token() const { return 0; }
-  // The target's pool once sized: the proposer allocates its own for as many tokens.
-  virtual void reserve_kv_blocks(int64_t blocks, int64_t block_size) { (void)blocks, (void)block_size; }
+  // KV the proposer keeps in a bounded number of blocks whatever the context length (a DFlash
+  // drafter's sliding layers keep their windows): bytes per token of such a block and the blocks
+  // max_seqs sequences need. It never keeps more of them than the target's pool has blocks (they
+  // are mapped from target blocks), and the budget charges it so.
+  struct WindowKv {
+    size_t bytes_per_token = 0;
+    int64_t blocks = 0;
+  };
+  virtual WindowKv window_kv(int64_t max_seqs, int64_t block_size) const {
+    (void)max_seqs, (void)block_size;
+    return {};
+  }
+  // The target's pool once sized: the proposer allocates its own for as many tokens (and its
+  // fixed KV for max_seqs sequences).
+  virtual void reserve_kv_blocks(int64_t blocks, int64_t block_size, int64_t max_seqs) {
+    (void)blocks, (void)block_size, (void)max_seqs;
+  }
   // The most drafts one propose() can return per sequence (a DFlash block's B - 1); 0: no limit
   // of its own. num_speculative_tokens defaults to it and may not exceed it.
   virtual int32_t max_draft_tokens() const { return 0; }

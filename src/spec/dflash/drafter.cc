@@ -127,6 +127,28 @@ int64_t DrafterConfig::kv_bytes_sliding() const {
   return bytes;
 }
 
+ModelConfig DrafterConfig::kv_config(bool sliding) const {
+  ModelConfig c = decoder;
+  c.num_layers = 0;
+  for (int64_t l = 0; l < decoder.num_layers; ++l) c.num_layers += (decoder.attention_window(l) > 0) == sliding ? 1 : 0;
+  c.attention_windows.clear();
+  c.layer_types.clear();
+  return c;
+}
+
+int DrafterConfig::store_index(int64_t layer) const {
+  const bool sliding = decoder.attention_window(layer) > 0;
+  int index = 0;
+  for (int64_t l = 0; l < layer; ++l) index += (decoder.attention_window(l) > 0) == sliding ? 1 : 0;
+  return index;
+}
+
+int64_t DrafterConfig::max_window() const {
+  int64_t w = 0;
+  for (int64_t l = 0; l < decoder.num_layers; ++l) w = std::max(w, decoder.attention_window(l));
+  return w;
+}
+
 std::unique_ptr<Drafter> Drafter::load(const std::string& folder, Model& target, bool q8_0) {
   auto ckpt = Checkpoint::open(folder);
   if (ckpt->hf_config().is_null()) fail(folder, ": a DFlash drafter is a folder with config.json and safetensors");
@@ -267,9 +289,10 @@ void Drafter::truncate(DraftContext& ctx, int64_t length) {
 
 namespace {
 
-// Row pointers of one layer's context K/V, positions [lo, view.length), one head: keys[j - lo].
-void context_rows(const ContextView& view, int layer, int64_t kv_dim, int64_t hd, int64_t g, int64_t lo,
-                  std::vector<const float*>& keys, std::vector<const float*>& values) {
+// Row pointers of one layer's context K/V, positions [lo, view.length), one head: keys[j - lo]
+// (nullptr where the window store lacks the row).
+void context_rows(const ContextView& view, const DrafterConfig& cfg, int layer, int64_t kv_dim, int64_t hd, int64_t g,
+                  int64_t lo, std::vector<const float*>& keys, std::vector<const float*>& values) {
   keys.clear();
   values.clear();
   if (view.ctx != nullptr) {
@@ -285,12 +308,23 @@ void context_rows(const ContextView& view, int layer, int64_t kv_dim, int64_t hd
   const int64_t bs = view.pool->block_size();
   ZEN_CHECK(static_cast<int64_t>(view.blocks.size()) * bs >= view.length, "draft: ", view.length,
             " context positions but a block table of ", view.blocks.size());
+  const int index = cfg.store_index(layer);
+  if (cfg.decoder.attention_window(layer) > 0) {
+    ZEN_CHECK(view.window != nullptr && view.window->block_size() == bs, "draft: sliding layer ", layer,
+              " needs the window store");
+    for (int64_t j = lo; j < view.length; ++j) {
+      const int32_t block = view.blocks[static_cast<size_t>(j / bs)];
+      keys.push_back(view.window->k_row(index, block, j % bs, g));
+      values.push_back(view.window->v_row(index, block, j % bs, g));
+    }
+    return;
+  }
   for (int64_t j = lo; j < view.length;) {
     const int64_t slot = j % bs, count = std::min(bs - slot, view.length - j);
     const int32_t block = view.blocks[static_cast<size_t>(j / bs)];
     int64_t stride = 0;
-    const float* k = view.pool->k_rows_f32(layer, block, slot, count, g, nullptr, &stride);
-    const float* v = view.pool->v_rows_f32(layer, block, slot, count, g, nullptr, &stride);
+    const float* k = view.pool->k_rows_f32(index, block, slot, count, g, nullptr, &stride);
+    const float* v = view.pool->v_rows_f32(index, block, slot, count, g, nullptr, &stride);
     for (int64_t i = 0; i < count; ++i) {
       keys.push_back(k + i * stride);
       values.push_back(v + i * stride);
@@ -336,7 +370,7 @@ void Drafter::attention(int layer, std::span<const BlockJob> jobs, const float* 
     const int64_t lo_min = window > 0 ? std::max<int64_t>(0, start - window + 1) : 0;
     for (int64_t g = 0; g < nkv; ++g) {
       // Keys [lo_min, all): the context's rows, then the block's own.
-      context_rows(job.context, layer, kv_dim, hd, g, std::min(lo_min, start), keys, values);
+      context_rows(job.context, cfg_, layer, kv_dim, hd, g, std::min(lo_min, start), keys, values);
       for (int64_t t = 0; t < n; ++t) {
         keys.push_back(&k[(row0 + t) * kv_dim + g * hd]);
         values.push_back(&v[(row0 + t) * kv_dim + g * hd]);
@@ -353,16 +387,20 @@ void Drafter::attention(int layer, std::span<const BlockJob> jobs, const float* 
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
           const float* qh = &q[(row0 + t) * q_dim + h * hd];
           float m = -INFINITY;
+          // A row the window store lacks is skipped (its key never scored).
           for (int64_t j = lo; j < hi; ++j) {
             const auto i = static_cast<size_t>(j - lo_min);
-            m = std::max(m, p[i] = kernels::dot_f32(qh, keys[i], hd) * scale);
+            if (keys[i] != nullptr) m = std::max(m, p[i] = kernels::dot_f32(qh, keys[i], hd) * scale);
           }
           double z = 0;
-          for (int64_t j = lo; j < hi; ++j) z += (p[static_cast<size_t>(j - lo_min)] = std::exp(p[static_cast<size_t>(j - lo_min)] - m));
+          for (int64_t j = lo; j < hi; ++j) {
+            const auto i = static_cast<size_t>(j - lo_min);
+            if (keys[i] != nullptr) z += (p[i] = std::exp(p[i] - m));
+          }
           float* o = &attn[static_cast<size_t>((row0 + t) * q_dim + h * hd)];
           for (int64_t j = lo; j < hi; ++j) {
             const auto i = static_cast<size_t>(j - lo_min);
-            kernels::axpy_f32(static_cast<float>(p[i] / z), values[i], o, hd);
+            if (keys[i] != nullptr) kernels::axpy_f32(static_cast<float>(p[i] / z), values[i], o, hd);
           }
         }
       }

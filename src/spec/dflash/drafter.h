@@ -33,6 +33,7 @@
 #include "model/linear.h"
 #include "model/model.h"
 #include "model/rope.h"
+#include "spec/dflash/window_store.h"
 
 namespace zen::spec::dflash {
 
@@ -58,6 +59,12 @@ struct DrafterConfig {
   // bytes the sliding layers hold at most (window - 1 positions each).
   int64_t kv_bytes_per_token() const;
   int64_t kv_bytes_sliding() const;
+  // The engine's stores: the full layers (sliding = false) or the sliding ones alone, as a
+  // config of their own; store_index(l): layer l's index in its store; max_window(): the widest
+  // sliding window (0: none).
+  ModelConfig kv_config(bool sliding) const;
+  int store_index(int64_t layer) const;
+  int64_t max_window() const;
 };
 
 // One sequence's draft state: per layer, the context K/V of positions first[l] .. length - 1
@@ -71,13 +78,15 @@ struct DraftContext {
 };
 
 // Where one block's context K/V come from: positions 0 .. length - 1, held by a DraftContext
-// (one sequence, contiguous) or by a paged pool over the draft layers (f32, the layout of the
-// target's KvPool) through a block table: the store the engine keeps beside the target's KV,
-// indexed by the target's own blocks, so prefix sharing and preemption carry over.
+// (one sequence, contiguous) or by the engine's stores beside the target's KV, indexed by the
+// target's own blocks through its block table (so prefix sharing and preemption carry over): a
+// paged pool over the full layers (f32, the layout of the target's KvPool) and a WindowStore
+// over the sliding ones, whose missing rows attention skips.
 struct ContextView {
   int64_t length = 0;
   const DraftContext* ctx = nullptr;  // either this
-  const KvPool* pool = nullptr;       // or this, with blocks
+  const KvPool* pool = nullptr;       // or this (the full layers, by store_index) ...
+  const WindowStore* window = nullptr;  // ... and this (the sliding layers), with blocks
   std::span<const int32_t> blocks;
 };
 

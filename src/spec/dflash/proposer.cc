@@ -22,11 +22,22 @@ DFlashProposer::DFlashProposer(Model& target, std::unique_ptr<Drafter> drafter)
     : target_(target), drafter_(std::move(drafter)) {}
 
 size_t DFlashProposer::kv_bytes_per_token() const {
-  return KvPool::bytes_per_token(drafter_->config().decoder, KvDType::F32);
+  return KvPool::bytes_per_token(drafter_->config().kv_config(false), KvDType::F32);
 }
 
-void DFlashProposer::reserve_kv_blocks(int64_t blocks, int64_t block_size) {
-  store_ = std::make_unique<KvPool>(drafter_->config().decoder, blocks, KvDType::F32, block_size);
+Proposer::WindowKv DFlashProposer::window_kv(int64_t max_seqs, int64_t block_size) const {
+  const DrafterConfig& c = drafter_->config();
+  if (c.max_window() == 0) return {};
+  return {KvPool::bytes_per_token(c.kv_config(true), KvDType::F32),
+          WindowStore::blocks_per_sequence(c.max_window(), block_size) * max_seqs};
+}
+
+void DFlashProposer::reserve_kv_blocks(int64_t blocks, int64_t block_size, int64_t max_seqs) {
+  const DrafterConfig& c = drafter_->config();
+  store_ = std::make_unique<KvPool>(c.kv_config(false), blocks, KvDType::F32, block_size);
+  window_ = c.max_window() > 0
+                ? std::make_unique<WindowStore>(c.kv_config(true), c.max_window(), blocks, block_size, max_seqs)
+                : nullptr;
   contexts_.clear();
 }
 
@@ -77,16 +88,33 @@ void DFlashProposer::project(std::span<Context* const> contexts, std::span<const
   }
   if (positions_.empty()) return;
   drafter_->context_kv(taps_.data(), positions_, k_, v_);
-  const ModelConfig& d = drafter_->config().decoder;
-  const int64_t kv_dim = d.num_kv_heads * d.head_dim;
+  const DrafterConfig& cfg = drafter_->config();
+  const ModelConfig& d = cfg.decoder;
+  const auto kv_dim = static_cast<size_t>(d.num_kv_heads * d.head_dim);
+  const int64_t bs = store_->block_size();
+  std::vector<const float*> sliding_k, sliding_v;  // [sliding layer] one position's rows
   size_t i = 0;
   for (size_t s = 0; s < contexts.size(); ++s) {
     Context& c = *contexts[s];
-    for (int64_t t = 0; t < pending_count(c); ++t, ++i)
-      for (int l = 0; l < static_cast<int>(k_.size()); ++l)
-        store_->store(l, blocks[s], c.done + t, &k_[static_cast<size_t>(l)][i * static_cast<size_t>(kv_dim)],
-                      &v_[static_cast<size_t>(l)][i * static_cast<size_t>(kv_dim)]);
-    c.done += pending_count(c);
+    const int64_t end = c.done + pending_count(c);
+    for (int64_t pos = c.done; pos < end; ++pos, ++i) {
+      sliding_k.clear();
+      sliding_v.clear();
+      for (int l = 0; l < static_cast<int>(k_.size()); ++l) {
+        const float* k = &k_[static_cast<size_t>(l)][i * kv_dim];
+        const float* v = &v_[static_cast<size_t>(l)][i * kv_dim];
+        if (d.attention_window(l) == 0) {
+          store_->store(cfg.store_index(l), blocks[s], pos, k, v);
+        } else {
+          sliding_k.push_back(k);
+          sliding_v.push_back(v);
+        }
+      }
+      // Sliding rows only inside the window the sequence's next block reads.
+      if (window_ != nullptr && pos >= end - (window_->window() - 1))
+        window_->store(blocks[s][static_cast<size_t>(pos / bs)], pos % bs, sliding_k, sliding_v);
+    }
+    c.done = end;
     c.taps.clear();
   }
   const double spent = seconds_since(t0);
@@ -121,10 +149,15 @@ void DFlashProposer::propose(std::span<DraftSlot> slots) {
       pending_.push_back(&ctx->second);
       pending_blocks_.push_back(s.kv_blocks);
     }
+    if (window_ != nullptr)  // the rows this block's sliding layers read stay the last to be recycled
+      for (int64_t b = std::max<int64_t>(0, length - (window_->window() - 1)) / store_->block_size();
+           b * store_->block_size() < length; ++b)
+        window_->touch(s.kv_blocks[static_cast<size_t>(b)]);
     std::vector<int32_t>& block = blocks_[jobs_.size()];
     block.assign(static_cast<size_t>(B), c.mask_token_id);
     block[0] = s.tokens.back();
-    jobs_.push_back(BlockJob{ContextView{.length = length, .pool = store_.get(), .blocks = s.kv_blocks}, block, s.max_tokens});
+    jobs_.push_back(BlockJob{ContextView{.length = length, .pool = store_.get(), .window = window_.get(), .blocks = s.kv_blocks},
+                             block, s.max_tokens});
     job_slot_.push_back(i);
   }
   if (jobs_.empty()) return;

@@ -1,12 +1,14 @@
 // DFlash speculation in the engine: one drafter forward per step drafts a whole block for
 // every sequence that asked (drafter.h).
 //
-// Context store. Each draft layer's context K/V live in a paged pool beside the target's KV,
-// indexed by the target's own block ids: a token's row lives in the block that holds the
+// Context store. The full draft layers' context K/V live in a paged pool beside the target's
+// KV, indexed by the target's own block ids: a token's row lives in the block that holds the
 // token's target KV. So whatever shares or frees target blocks (prefix caching, preemption,
-// abort) shares or frees the draft's rows with them, at no cost of its own. Sliding layers read
-// only their window, but the store keeps every row, as the target's pool does: memory is
-// bounded by the target's pool, and counted with it (kv_bytes_per_token).
+// abort) shares or frees the draft's rows with them, at no cost of its own; its memory is
+// counted per token with the target's (kv_bytes_per_token). The sliding layers keep only their
+// windows: a WindowStore (window_store.h) of a few blocks per sequence, mapped from the same
+// target block ids, whose memory is fixed by --max-num-seqs whatever the context length
+// (window_kv), and only rows inside a sequence's window are stored there.
 //
 // Lazy context. The rows that became final (commit(): prefill chunks, a verification's last
 // token with its accepted drafts) are kept as the sequence's pending tapped rows, and projected
@@ -37,6 +39,7 @@
 #include "model/kv_cache.h"
 #include "spec/controller.h"
 #include "spec/dflash/drafter.h"
+#include "spec/dflash/window_store.h"
 #include "spec/draft_sampling.h"
 #include "spec/proposer.h"
 
@@ -58,14 +61,16 @@ class DFlashProposer : public Proposer {
   }
   std::span<const int32_t> tap_layers() const override { return drafter_->config().target_layer_ids; }
   void commit(std::span<const CommittedRows> rows, const float* taps) override;
-  size_t kv_bytes_per_token() const override;  // every draft layer's K and V, f32
-  void reserve_kv_blocks(int64_t blocks, int64_t block_size) override;
+  size_t kv_bytes_per_token() const override;  // the full draft layers' K and V, f32
+  WindowKv window_kv(int64_t max_seqs, int64_t block_size) const override;  // the sliding layers' windows
+  void reserve_kv_blocks(int64_t blocks, int64_t block_size, int64_t max_seqs) override;
   void propose(std::span<DraftSlot> slots) override;
   void finish(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len) override;
   double cost_seconds(int64_t seqs, int32_t k) const override;
   // Pending rows beyond a step's usual few, at the measured per-row cost of a wide projection.
   double catch_up_seconds(uint64_t seq_id, std::span<const int32_t> tokens) const override;
   int64_t pending_rows(uint64_t seq_id) const;  // tests
+  const WindowStore* window_store() const { return window_.get(); }  // tests; null without sliding layers
 
   // Seconds since start in the draft layers (embedding, convolutions and selector included),
   // the borrowed output head's rows, and the context K/V of committed rows; blocks drafted.
@@ -86,7 +91,8 @@ class DFlashProposer : public Proposer {
 
   Model& target_;
   std::unique_ptr<Drafter> drafter_;
-  std::unique_ptr<KvPool> store_;  // [draft layer] K/V per target block (see above)
+  std::unique_ptr<KvPool> store_;        // [full draft layer] K/V per target block (see above)
+  std::unique_ptr<WindowStore> window_;  // [sliding draft layer] their windows; null: none
   std::unordered_map<uint64_t, DraftSampler> samplers_;  // sampled requests' draft streams
   std::unordered_map<uint64_t, Context> contexts_;
   std::map<int64_t, double> block_seconds_;  // layers: moving average by sequences per call

@@ -182,6 +182,49 @@ TEST_F(DFlashEngine, SixteenAtOnceDraftWhatEachDraftsAlone) {
   EXPECT_EQ(engine.stats().kv_blocks_used, 0);
 }
 
+// The sliding layers (window 5) keep a window store of 2 blocks per sequence, for
+// max_num_seqs = 4 sequences: 12 requests, prompts of 30 to 60 tokens, run through it 4 at a
+// time, so finished sequences' and left-behind blocks are recycled under the running ones. Each
+// drafts what it drafts alone (with room to spare), while the full layer keeps every row.
+TEST_F(DFlashEngine, SlidingLayersKeepOnlyTheirWindowsAtTheSequenceCap) {
+  const auto prompts = test::random_prompts(12, 30, 60, vocab() - 1, 17);
+  const RequestParams params = test::greedy(20);
+  std::vector<std::map<size_t, std::vector<int32_t>>> alone;
+  for (const auto& p : prompts) {
+    Engine s(*target_, test::pool_of(*target_, 64, 64));
+    std::vector<std::map<size_t, std::vector<int32_t>>> d;
+    speculate(s, {p}, params, &d);
+    alone.push_back(d[0]);
+  }
+  EngineOptions o = test::pool_of(*target_, 256, 96);
+  o.max_num_seqs = 4;
+  Engine engine(*target_, o);
+  DraftLog log;
+  auto wrapped = logged(&log);
+  const auto* proposer = static_cast<const DFlashProposer*>(&wrapped->inner());
+  engine.use_proposer(std::move(wrapped), fixed_k(3));
+  ASSERT_NE(proposer->window_store(), nullptr);
+  EXPECT_EQ(proposer->window_store()->num_blocks(), 4 * 2);
+  test::run_all(engine, prompts, params);
+  ASSERT_EQ(log.by_seq.size(), prompts.size());
+  size_t i = 0, compared = 0, drafted = 0;
+  for (const auto& [id, together] : log.by_seq) {
+    for (const auto& [length, d] : together) {
+      ++drafted;
+      if (const auto it = alone[i].find(length); it != alone[i].end()) {
+        const size_t n = std::min(d.size(), it->second.size());
+        EXPECT_EQ(std::vector<int32_t>(d.begin(), d.begin() + static_cast<ptrdiff_t>(n)),
+                  std::vector<int32_t>(it->second.begin(), it->second.begin() + static_cast<ptrdiff_t>(n)))
+            << "request " << i << " at " << length;
+        ++compared;
+      }
+    }
+    ++i;
+  }
+  EXPECT_GT(compared, drafted * 3 / 4);
+  EXPECT_EQ(proposer->window_store()->blocks_in_use(), 4 * 2) << "12 sequences of 3 to 5 blocks went through 8";
+}
+
 // A prompt whose prefix another request left in the cache drafts from the cached blocks'
 // context rows exactly what it drafts cold.
 TEST_F(DFlashEngine, AWarmPrefixDraftsWhatAColdOneDrafts) {
@@ -294,10 +337,24 @@ TEST_F(DFlashEngine, ConfiguredByPathCountsItsMemory) {
   o.speculative.adaptive = false;  // a random drafter: the controller would soon stop drafting
   Engine engine(*target_, o);
   EXPECT_EQ(engine.options().speculative.num_speculative_tokens, 3);
+  // The full layer per token; the 2 sliding layers (window 5) in 2 blocks of 16 per sequence,
+  // at most one per target block: 64 sequences would need 128, more than the budget's
+  // target blocks, so each target block carries one.
   const auto target_bytes = static_cast<int64_t>(KvPool::bytes_per_token(target_->config(), KvDType::F32));
-  const int64_t draft_bytes = 3 * 2 * 2 * 16 * 4;  // 3 layers, K and V, 2 heads of 16, f32
-  EXPECT_EQ(engine.kv_capacity_tokens(), o.kv_memory_bytes / ((target_bytes + draft_bytes) * 16) * 16);
+  const int64_t row = 2 * 2 * 16 * 4;  // K and V, 2 heads of 16, f32
+  EXPECT_EQ(engine.kv_capacity_tokens(), o.kv_memory_bytes / ((target_bytes + 3 * row) * 16) * 16);
+  EXPECT_LT(engine.kv_capacity_tokens(), 128 * 16);
   EXPECT_NE(engine.describe().find("KV cost of the drafter"), std::string::npos) << engine.describe();
+  EXPECT_NE(engine.describe().find("sliding layers keep their windows in"), std::string::npos) << engine.describe();
+  {
+    // 4 sequences: their 8 window blocks come off the top, and every other block carries the
+    // full layer alone.
+    EngineOptions few = o;
+    few.max_num_seqs = 4;
+    Engine bounded(*target_, few);
+    EXPECT_EQ(bounded.kv_capacity_tokens(), (o.kv_memory_bytes - 8 * 2 * row * 16) / ((target_bytes + row) * 16) * 16);
+    EXPECT_GT(bounded.kv_capacity_tokens(), engine.kv_capacity_tokens());
+  }
   const auto got = test::run_all(engine, {ints(*ref_, "prompt")}, test::greedy(32));
   EXPECT_EQ(got[0].tokens.size(), 32u);
   EXPECT_GT(engine.stats().spec_drafts, 0);
@@ -399,7 +456,7 @@ TEST(DFlashLazyContext, ALongPromptIsProjectedWhileReadAndDraftsAlike) {
 
   // Without drafts nothing is projected; the first draft projects everything at once.
   DFlashProposer p(*target, dir.string());
-  p.reserve_kv_blocks(8, 16);
+  p.reserve_kv_blocks(8, 16, 1);
   const int64_t width = p.drafter().config().tap_width();
   const std::vector<float> taps(static_cast<size_t>(40 * width), 0.5f);
   const std::vector<int32_t> blocks = {0, 1, 2, 3};
