@@ -22,7 +22,7 @@ DFlashProposer::DFlashProposer(Model& target, std::unique_ptr<Drafter> drafter)
     : target_(target), drafter_(std::move(drafter)) {}
 
 size_t DFlashProposer::kv_bytes_per_token() const {
-  return KvPool::bytes_per_token(drafter_->config().kv_config(false), KvDType::F32);
+  return static_cast<size_t>(drafter_->config().kv_bytes_per_token());
 }
 
 Proposer::WindowKv DFlashProposer::window_kv(int64_t max_seqs, int64_t block_size) const {
