@@ -229,8 +229,7 @@ struct Engine::Impl {
       verifier.set_synthetic(o.speculative.synthetic_acceptance_rates, 0x5EEDULL);
     if (proposer) {
       controller = std::make_unique<spec::Controller>(spec::ControllerOptions{
-          .adaptive = o.speculative.adaptive, .num_speculative_tokens = o.speculative.k(),
-          .deepen = proposer->drafts_extend_with_k()});
+          .adaptive = o.speculative.adaptive, .num_speculative_tokens = o.speculative.k()});
       if (!o.spec_trace_path.empty()) {
         trace.open(o.spec_trace_path);
         if (!trace) fail("cannot write the speculation trace ", o.spec_trace_path);
@@ -412,9 +411,7 @@ void Engine::use_proposer(std::unique_ptr<spec::Proposer> proposer, const spec::
     impl_->runner.set_states(&impl_->states->pool());
   }
   impl_->proposer = std::move(proposer);
-  spec::ControllerOptions c = control;
-  if (impl_->proposer) c.deepen = c.deepen && impl_->proposer->drafts_extend_with_k();
-  impl_->controller = impl_->proposer ? std::make_unique<spec::Controller>(c) : nullptr;
+  impl_->controller = impl_->proposer ? std::make_unique<spec::Controller>(control) : nullptr;
   // A proposer given here takes no share of the budget the pool was sized with.
   if (impl_->proposer) impl_->proposer->reserve_kv_blocks(impl_->kv.num_blocks(), options_.block_size, options_.max_num_seqs);
   impl_->runner.set_tap_layers(impl_->proposer ? impl_->proposer->tap_layers() : std::span<const int32_t>());

@@ -26,8 +26,12 @@ void StepCostModel::record(int64_t tokens, double seconds) {
   // Beyond 64 a bucket spans a range: store the time scaled to the bucket's top.
   const double s = seconds * static_cast<double>(bucket_tokens(b)) / static_cast<double>(std::max<int64_t>(tokens, 1));
   const double at = b < 64 ? seconds : s;
-  seconds_[static_cast<size_t>(b)] = known_[static_cast<size_t>(b)] ? 0.8 * seconds_[static_cast<size_t>(b)] + 0.2 * at : at;
-  known_[static_cast<size_t>(b)] = true;
+  // The mean of a bucket's samples, then a moving average over about the last 1 / kCostWeight
+  // (a step's time jitters; a noisy estimate would make some step size look cheap by chance).
+  const auto u = static_cast<size_t>(b);
+  samples_[u] = std::min(samples_[u] + 1, 1 << 20);
+  const double w = std::max(1.0 / samples_[u], kCostWeight);
+  seconds_[u] += w * (at - seconds_[u]);
   ++measured_;
 }
 
@@ -36,7 +40,7 @@ double StepCostModel::predict(int64_t tokens) const {
   tokens = std::max<int64_t>(tokens, 1);
   int lo = -1, hi = -1;  // nearest measured buckets at or below / above
   for (int b = 0; b < kBuckets; ++b) {
-    if (!known_[static_cast<size_t>(b)]) continue;
+    if (samples_[static_cast<size_t>(b)] == 0) continue;
     if (bucket_tokens(b) <= tokens) lo = b;
     else if (hi < 0) hi = b;
   }
@@ -46,6 +50,25 @@ double StepCostModel::predict(int64_t tokens) const {
   // cheap, so speculation waits until it has been measured (it errs towards not drafting).
   if (lo < 0) return seconds_[static_cast<size_t>(hi)] * x / t_of(hi);
   if (hi < 0) return seconds_[static_cast<size_t>(lo)] * x / t_of(lo);
+  // Between measured counts: a line fitted to the measured steps of 2 tokens or more within a
+  // factor of 2 (weighted by their samples), so that the choice between step sizes compares
+  // many measurements rather than two that jitter (the least of a few noisy buckets is
+  // cheap by chance, and drafting towards it loses). One token is a kernel path of its own
+  // (a CPU's 2-token step costs 1.3-1.9 one-token ones, then little more per token): never
+  // part of the fit.
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (int b = 1; b < kBuckets; ++b) {
+    const auto u = static_cast<size_t>(b);
+    const double t = t_of(b);
+    if (samples_[u] == 0 || ((t < x / 2 || t > 2 * x) && b != lo && b != hi)) continue;
+    const double w = std::min<double>(samples_[u], 1 / kCostWeight);
+    sw += w, sx += w * t, sy += w * seconds_[u], sxx += w * t * t, sxy += w * t * seconds_[u];
+  }
+  const double det = sw * sxx - sx * sx;
+  if (tokens >= 2 && det > 1e-9 * sw * sxx) {
+    const double slope = std::max(0.0, (sw * sxy - sx * sy) / det);
+    return (sy - slope * sx) / sw + slope * x;
+  }
   const double f = (x - t_of(lo)) / (t_of(hi) - t_of(lo));
   return seconds_[static_cast<size_t>(lo)] + f * (seconds_[static_cast<size_t>(hi)] - seconds_[static_cast<size_t>(lo)]);
 }
@@ -54,7 +77,7 @@ std::string StepCostModel::describe() const {
   std::string out;
   char item[64];
   for (int b = 0; b < kBuckets; ++b) {
-    if (!known_[static_cast<size_t>(b)]) continue;
+    if (samples_[static_cast<size_t>(b)] == 0) continue;
     const double s = seconds_[static_cast<size_t>(b)];
     std::snprintf(item, sizeof item, "%s%lld: %.1f ms", out.empty() ? "" : ", ", static_cast<long long>(bucket_tokens(b)), s * 1e3);
     out += item;
@@ -64,16 +87,24 @@ std::string StepCostModel::describe() const {
 
 // ---- Acceptance ----
 
-void Acceptance::update(int32_t drafted, int32_t accepted, double weight) {
+void Acceptance::update(int32_t drafted, int32_t accepted_count, double forget) {
   // Positions 0..accepted-1 were accepted; position `accepted` (if drafted) was rejected;
   // later ones were never tried.
-  const int32_t seen = std::min(std::min(accepted + 1, drafted), kMaxDraftTokens);
+  const int32_t seen = std::min(std::min(accepted_count + 1, drafted), kMaxDraftTokens);
   for (int32_t i = 0; i < seen; ++i) {
-    float& r = rate[static_cast<size_t>(i)];
-    if (i >= tried) r = at(i);  // first sample at this depth: start from the extrapolation
-    r += static_cast<float>(weight) * ((i < accepted ? 1.0f : 0.0f) - r);
+    const auto u = static_cast<size_t>(i);
+    verified[u] = static_cast<float>(forget * verified[u] + 1.0);
+    accepted[u] = static_cast<float>(forget * accepted[u] + (i < accepted_count ? 1.0 : 0.0));
   }
-  tried = std::max(tried, seen);
+  ++verifications;
+}
+
+void Acceptance::rates(double prior0, std::span<double> out) const {
+  double prior = prior0;
+  for (size_t i = 0; i < out.size() && i < static_cast<size_t>(kMaxDraftTokens); ++i) {
+    out[i] = (accepted[i] + kPseudoCount * prior) / (verified[i] + kPseudoCount);
+    prior = out[i];
+  }
 }
 
 // ---- Controller ----
@@ -90,32 +121,26 @@ int64_t drafts_of(std::span<const Controller::Candidate> cands) {
 Controller::Controller(const ControllerOptions& options) : o_(options) {
   if (o_.num_speculative_tokens < 1 || o_.num_speculative_tokens > kMaxDraftTokens)
     fail("num_speculative_tokens must be in [1, ", kMaxDraftTokens, "], got ", o_.num_speculative_tokens);
-  global_.fill(o_.prior_acceptance);
 }
 
-const Acceptance& Controller::acceptance(uint64_t seq_id) {
-  auto [it, fresh] = per_seq_.try_emplace(seq_id);
-  if (fresh) {  // between the global average and the prior, so a change of workload is noticed
-    it->second = global_;
-    for (float& r : it->second.rate) r = 0.5f * (r + static_cast<float>(o_.prior_acceptance));
-  }
-  return it->second;
+std::vector<double> Controller::acceptance(uint64_t seq_id, int32_t n) const {
+  n = std::clamp(n, 0, kMaxDraftTokens);
+  const auto it = per_seq_.find(seq_id);
+  const History h = it == per_seq_.end() ? History{} : it->second;
+  std::vector<double> global(1), out(static_cast<size_t>(n));
+  global_[h.last_full].rates(o_.prior_acceptance, global);
+  h.after[h.last_full].rates(global[0], out);
+  return out;
 }
 
 void Controller::record_verify(uint64_t seq_id, int32_t drafted, int32_t accepted) {
   if (drafted <= 0) return;
-  acceptance(seq_id);  // seeds a new request's rates
-  Acceptance& a = per_seq_[seq_id];
-  // A request's first verifications weigh more (1/2, 1/3, then 1/4 each): its start was a
-  // guess, and a probe that succeeds should let it draft at once.
-  a.update(drafted, accepted, std::max(0.25, 1.0 / (a.verified + 2)));
-  ++a.verified;
-  global_.update(drafted, accepted, 0.05);
+  History& h = per_seq_[seq_id];
+  h.after[h.last_full].update(drafted, accepted, kRequestForget);
+  global_[h.last_full].update(drafted, accepted, kGlobalForget);
+  h.last_full = accepted == drafted;
   Probe& p = probes_[seq_id];
   if (accepted > 0) p.interval = kFirstProbe;
-  p.last_full = accepted == drafted ? drafted : 0;
-  if (p.deepening) p.deepen_interval = accepted == drafted ? 1 : std::min(2 * p.deepen_interval, kMaxDeepenInterval);
-  p.deepening = false;
 }
 
 void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_t draft_budget,
@@ -139,13 +164,14 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
     size_t cand;
     bool operator<(const Next& o) const { return gain < o.gain || (gain == o.gain && cand > o.cand); }
   };
-  std::vector<const Acceptance*> acc(cands.size());
+  std::vector<std::vector<double>> acc(cands.size());
   std::vector<double> cumulative(cands.size(), 1.0);
   std::vector<int32_t> k(cands.size(), 0);
   std::priority_queue<Next> heap;
   for (size_t i = 0; i < cands.size(); ++i) {
-    acc[i] = &acceptance(cands[i].seq_id);
-    if (cands[i].max_k > 0) heap.push({acc[i]->at(0), i});
+    if (cands[i].max_k <= 0) continue;
+    acc[i] = acceptance(cands[i].seq_id, cands[i].max_k);
+    heap.push({acc[i][0], i});
   }
   const int64_t base_tokens = other_tokens + static_cast<int64_t>(cands.size());
   double emitted = static_cast<double>(cands.size());
@@ -173,7 +199,7 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
     ++k[i];
     longest = std::max(longest, k[i]);
     order.push_back(i);
-    if (k[i] < cands[i].max_k) heap.push({cumulative[i] * acc[i]->at(k[i]), i});
+    if (k[i] < cands[i].max_k) heap.push({cumulative[i] * acc[i][static_cast<size_t>(k[i])], i});
     const double extra = proposer_seconds ? proposer_seconds(drafting, longest) : 0.0;
     const double rate = emitted / (cost_.predict(base_tokens + static_cast<int64_t>(order.size())) + extra + one_off_share);
     if (rate > best_rate) {
@@ -183,33 +209,8 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
   }
   for (Candidate& c : cands) c.max_k = 0;
   for (size_t s = 0; s < best_len; ++s) ++cands[order[s]].max_k;
-  if (base_time > 0) {
-    if (o_.deepen) deepen(cands, room, draft_budget, proposer_seconds != nullptr);
-    probe(cands, room, draft_budget, proposer_seconds != nullptr);
-  }
+  if (base_time > 0) probe(cands, room, draft_budget, proposer_seconds != nullptr);
   mean_k_ = static_cast<double>(drafts_of(cands)) / static_cast<double>(cands.size());
-}
-
-// The first call of a step (asking) decides and asks for the deeper drafts; the second verifies
-// what came of them.
-void Controller::deepen(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking) {
-  int64_t total = drafts_of(cands);
-  for (size_t i = 0; i < cands.size(); ++i) {
-    Candidate& c = cands[i];
-    Probe& p = probes_[c.seq_id];
-    if (asking) {
-      p.deepen_to = 0;
-      if (c.max_k == 0 || p.last_full < kMinDeepenFrom || c.max_k > p.last_full || room[i] <= c.max_k) continue;
-      if (++p.deepen_wait < p.deepen_interval) continue;
-      p.deepen_wait = 0;
-      p.deepen_to = std::min(room[i], 2 * std::max(c.max_k, p.last_full));
-    }
-    if (p.deepen_to <= c.max_k) continue;
-    const auto extra = static_cast<int32_t>(std::clamp<int64_t>(draft_budget - total, 0, std::min(p.deepen_to, room[i]) - c.max_k));
-    c.max_k += extra;
-    total += extra;
-    if (!asking && extra > 0) p.deepening = true;
-  }
 }
 
 // The first call of a step (asking) counts idle steps and asks due sequences for one draft; the

@@ -4,7 +4,7 @@
 //
 // Control law. A sequence verifying k drafts emits E(k) = 1 + sum_{j=1..k} prod_{i<=j} a_i
 // tokens, where a_i is its acceptance rate at draft position i given the earlier ones were
-// accepted (a moving average per request, seeded from the proposer's global average). A step
+// accepted (fading counts per request, shrunk towards all requests' rate; see Acceptance). A step
 // of n tokens takes T(n) seconds (its forward, then sampling and verifying its rows), learnt
 // online from every step (StepCostModel). With D
 // sequences decoding, the batch emits sum_s E(k_s) tokens in T(D + sum_s k_s) + C seconds (C the
@@ -45,30 +45,34 @@ class StepCostModel {
 
  private:
   static constexpr int kBuckets = 64 + 20;
+  static constexpr double kCostWeight = 0.05;
   static int bucket(int64_t tokens);
   static int64_t bucket_tokens(int b);
   std::array<double, kBuckets> seconds_{};
-  std::array<bool, kBuckets> known_{};
+  std::array<int32_t, kBuckets> samples_{};  // 0: not measured
   int measured_ = 0;
 };
 
 struct ControllerOptions {
   bool adaptive = true;           // false: always verify num_speculative_tokens (if drafted)
   int32_t num_speculative_tokens = 5;
-  double prior_acceptance = 0.6;  // a_i before anything was measured
-  bool deepen = true;             // Controller::kMinDeepenFrom (off: Proposer::drafts_extend_with_k)
+  double prior_acceptance = 0.6;  // a_0 before anything was measured
 };
 
-// Per-position acceptance: a_i as a moving average, for a request or for all of them.
-// Positions never tried take the deepest tried one's rate: a lookup's draft tends to be right
-// all the way or wrong early, so depth is explored rather than assumed to fail.
+// Per-position acceptance: a_i = (accepted_i + m x prior_i) / (verified_i + m), from counts
+// that fade by `forget` each time position i is verified (so a request's change of pace is
+// followed), with kPseudoCount = m. A request's prior at position 0 is what all requests show
+// there; deeper, its own estimate one position up: a draft that held to depth i tends to hold
+// further (a copy), so unexplored depth is extrapolated rather than assumed to fail, and a
+// position seen a few times counts for little against it, so a short lucky streak is not
+// bet on as if it were the rate.
 struct Acceptance {
-  std::array<float, kMaxDraftTokens> rate{};
-  int32_t tried = 0;  // positions 0 .. tried-1 have been verified at least once
-  int32_t verified = 0;  // verifications seen (a request's first ones weigh more)
-  void fill(double a) { rate.fill(static_cast<float>(a)); }
-  void update(int32_t drafted, int32_t accepted, double weight);
-  float at(int32_t i) const { return rate[static_cast<size_t>(tried > 0 && i >= tried ? tried - 1 : i)]; }
+  static constexpr double kPseudoCount = 2.0;
+  std::array<float, kMaxDraftTokens> accepted{}, verified{};
+  int32_t verifications = 0;
+  void update(int32_t drafted, int32_t accepted_count, double forget);
+  // a_0 .. a_{n-1}, from prior0 at position 0 then chained.
+  void rates(double prior0, std::span<double> out) const;
 };
 
 class Controller {
@@ -97,16 +101,10 @@ class Controller {
   // CPU where a 2-token step costs 1.6 plain ones.
   static constexpr int32_t kFirstProbe = 8;
   static constexpr int32_t kMaxProbeInterval = 128;
-  // Deepening. Depths a request never verified take its deepest verified one's rate, and a
-  // lookup's conditional acceptance grows with depth (a copy that held for 4 tokens tends to
-  // hold for 16), so the allocation can settle at a depth it never looks past. After a
-  // verification that accepted all of at least kMinDeepenFrom drafts (a copy, not a lucky
-  // short guess: on a CPU every verified token costs, so exploring after those lost 14% on
-  // the code pack), a sequence whose allocation is no deeper verifies twice as many once; an
-  // attempt that is not fully accepted doubles the wait before the next (up to
-  // kMaxDeepenInterval verifications), a fully accepted one resets it.
-  static constexpr int32_t kMinDeepenFrom = 4;
-  static constexpr int32_t kMaxDeepenInterval = 64;
+  // How fast acceptance counts fade (per verification at a position): a request follows its
+  // own change of pace within about 10 verifications; all requests' rates within about 200.
+  static constexpr double kRequestForget = 0.9;
+  static constexpr double kGlobalForget = 0.995;
   // Chooses k for every candidate of one step. other_tokens: tokens the step carries besides
   // the candidates' own last tokens (prefill chunks, decodes without drafts); draft_budget
   // caps the sum of k. proposer_seconds(seqs, k): the proposer's cost for `seqs` sequences
@@ -123,30 +121,33 @@ class Controller {
     probes_.erase(seq_id);
   }
   const StepCostModel& cost() const { return cost_; }
-  const Acceptance& acceptance(uint64_t seq_id);
+  // A request's estimated acceptance by position (the first n).
+  std::vector<double> acceptance(uint64_t seq_id, int32_t n = kMaxDraftTokens) const;
   // The mean k of the last step that had candidates (the metrics' gauge).
   double mean_k() const { return mean_k_; }
 
  private:
   ControllerOptions o_;
   StepCostModel cost_;
-  Acceptance global_;
-  std::unordered_map<uint64_t, Acceptance> per_seq_;
+  // Acceptance is kept apart by how the request's previous verification ended (index 1: all
+  // of its drafts accepted; 0: one rejected, or none yet). Drafts come right in runs (a copy
+  // holds for a while, then the text departs from it), so what just happened predicts the
+  // next draft: a request drafts deep while a copy holds and stops as soon as it breaks,
+  // where one average over both would do neither.
+  struct History {
+    std::array<Acceptance, 2> after;
+    bool last_full = false;
+  };
+  std::array<Acceptance, 2> global_;
+  std::unordered_map<uint64_t, History> per_seq_;
   struct Probe {
     int32_t idle = 0;                  // steps with room but no drafts since the last verification
     int32_t interval = kFirstProbe;    // idle steps before the next probe
     bool pending = false;              // asked for a probe's draft this step
-    int32_t last_full = 0;             // drafts of the last verification if all were accepted
-    int32_t deepen_wait = 0;           // fully accepted verifications since the last deepening
-    int32_t deepen_interval = 1;       // ... before the next one
-    int32_t deepen_to = 0;             // asked for this many drafts this step (deepening)
-    bool deepening = false;            // the verification in flight is a deepening
   };
   std::unordered_map<uint64_t, Probe> probes_;
   // After the greedy allocation: gives due sequences their probe (room: each one's max_k in).
   void probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking);
-  // After the greedy allocation: deepens sequences due for it (see kMaxDeepenInterval).
-  void deepen(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking);
   double mean_k_ = 0;
 };
 

@@ -92,11 +92,6 @@ class Proposer {
   // The most drafts one propose() can return per sequence (a DFlash block's B - 1); 0: no limit
   // of its own. num_speculative_tokens defaults to it and may not exceed it.
   virtual int32_t max_draft_tokens() const { return 0; }
-  // Whether asking for more drafts only appends to what fewer would have been (lookups,
-  // autoregressive drafters, block drafters). Suffix decoding scores whole paths, so a larger
-  // budget may pick another match and change the first drafts: the controller then does not
-  // deepen (Controller::kMinDeepenFrom).
-  virtual bool drafts_extend_with_k() const { return true; }
   // Where the proposer's time went since start, by part (seconds; e.g. DFlash: draft layers,
   // the borrowed output head, context K/V), for reports; empty when it keeps no account.
   virtual std::vector<std::pair<std::string, double>> time_by_part() const { return {}; }

@@ -103,7 +103,6 @@ class SuffixProposer : public Proposer {
  public:
   explicit SuffixProposer(const SuffixOptions& options);
   std::string_view name() const override { return "suffix"; }
-  bool drafts_extend_with_k() const override { return false; }  // a budget picks the match
   void propose(std::span<DraftSlot> slots) override;
   void observe(uint64_t seq_id, std::span<const int32_t> tokens, int64_t prompt_len, int32_t drafted,
                int32_t accepted) override;
