@@ -125,8 +125,9 @@ Controller::Controller(const ControllerOptions& options) : o_(options) {
 
 std::vector<double> Controller::acceptance(uint64_t seq_id, int32_t n) const {
   n = std::clamp(n, 0, kMaxDraftTokens);
+  static const History kFresh;
   const auto it = per_seq_.find(seq_id);
-  const History h = it == per_seq_.end() ? History{} : it->second;
+  const History& h = it == per_seq_.end() ? kFresh : it->second;
   std::vector<double> global(1), out(static_cast<size_t>(n));
   global_[h.last_full].rates(o_.prior_acceptance, global);
   h.after[h.last_full].rates(global[0], out);
