@@ -115,7 +115,13 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
   r.prefill_seconds = std::max(first, 0.0);
   r.decode_seconds = total - r.prefill_seconds;
   summary = speculation_summary(engine.stats());
-  if (const spec::Controller* c = engine.controller()) summary += "step time by tokens (forward, sampling, verification; measured): " + c->cost().describe() + "\n";
+  if (const spec::Controller* c = engine.controller()) {
+    summary += "step time by tokens (forward, sampling, verification; measured): " + c->cost().describe() + "\n";
+    char line[128];
+    std::snprintf(line, sizeof line, "controller calibration: %.2f (accepted drafts realised over expected, at most 1)\n",
+                  c->calibration());
+    summary += line;
+  }
   return r;
 }
 

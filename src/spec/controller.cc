@@ -136,6 +136,13 @@ std::vector<double> Controller::acceptance(uint64_t seq_id, int32_t n) const {
 
 void Controller::record_verify(uint64_t seq_id, int32_t drafted, int32_t accepted) {
   if (drafted <= 0) return;
+  if (const auto b = bets_.find(seq_id); b != bets_.end()) {
+    if (b->second.k > 0) {
+      bet_expected_ = kCalibrationForget * bet_expected_ + b->second.expected;
+      bet_realised_ = kCalibrationForget * bet_realised_ + std::min(accepted, b->second.k);
+    }
+    bets_.erase(b);
+  }
   History& h = per_seq_[seq_id];
   h.after[h.last_full].update(drafted, accepted, kRequestForget);
   global_[h.last_full].update(drafted, accepted, kGlobalForget);
@@ -169,16 +176,18 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
   std::vector<double> cumulative(cands.size(), 1.0);
   std::vector<int32_t> k(cands.size(), 0);
   std::priority_queue<Next> heap;
+  const double scale = calibration();
   for (size_t i = 0; i < cands.size(); ++i) {
     if (cands[i].max_k <= 0) continue;
     acc[i] = acceptance(cands[i].seq_id, cands[i].max_k);
-    heap.push({acc[i][0], i});
+    heap.push({scale * acc[i][0], i});  // the scale carries down each sequence's product
   }
   const int64_t base_tokens = other_tokens + static_cast<int64_t>(cands.size());
   double emitted = static_cast<double>(cands.size());
   const double base_time = cost_.predict(base_tokens);
   double best_rate = base_time > 0 ? emitted / base_time : 0;
   std::vector<size_t> order;  // the path
+  std::vector<double> gains;  // and each draft token's expected gain on it
   size_t best_len = 0;
   int64_t drafting = 0;
   int32_t longest = 0;
@@ -200,6 +209,7 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
     ++k[i];
     longest = std::max(longest, k[i]);
     order.push_back(i);
+    gains.push_back(n.gain);
     if (k[i] < cands[i].max_k) heap.push({cumulative[i] * acc[i][static_cast<size_t>(k[i])], i});
     const double extra = proposer_seconds ? proposer_seconds(drafting, longest) : 0.0;
     const double rate = emitted / (cost_.predict(base_tokens + static_cast<int64_t>(order.size())) + extra + one_off_share);
@@ -210,6 +220,8 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
   }
   for (Candidate& c : cands) c.max_k = 0;
   for (size_t s = 0; s < best_len; ++s) ++cands[order[s]].max_k;
+  for (const Candidate& c : cands) bets_[c.seq_id] = {c.max_k, 0.0};
+  for (size_t s = 0; s < best_len; ++s) bets_[cands[order[s]].seq_id].expected += gains[s] / scale;
   if (base_time > 0) probe(cands, room, draft_budget, proposer_seconds != nullptr);
   mean_k_ = static_cast<double>(drafts_of(cands)) / static_cast<double>(cands.size());
 }
@@ -237,6 +249,9 @@ void Controller::probe(std::span<Candidate> cands, std::span<const int32_t> room
     }
     if (p.pending) {
       c.max_k = 1;
+      // A probe counts towards the calibration too: without it, one that fell far enough
+      // would draft nothing more and never learn that the estimates had become right.
+      bets_[c.seq_id] = {1, acceptance(c.seq_id, 1)[0]};
       ++total;
       if (!asking) p.pending = false;
     }

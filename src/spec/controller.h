@@ -105,6 +105,13 @@ class Controller {
   // own change of pace within about 10 verifications; all requests' rates within about 200.
   static constexpr double kRequestForget = 0.9;
   static constexpr double kGlobalForget = 0.995;
+  // Calibration. The rates a draft is verified on are those that looked good, so they run
+  // high (a request's estimate peaks right after its luckiest drafts, and on a CPU a draft
+  // pays only on a high one). Over the controller's verifications, the drafts accepted are
+  // set against those expected, both fading by kCalibrationForget a verification, and every
+  // gain is scaled by their ratio when it is below 1.
+  static constexpr double kCalibrationForget = 0.98;
+  double calibration() const { return std::min(1.0, bet_realised_ / bet_expected_); }
   // Chooses k for every candidate of one step. other_tokens: tokens the step carries besides
   // the candidates' own last tokens (prefill chunks, decodes without drafts); draft_budget
   // caps the sum of k. proposer_seconds(seqs, k): the proposer's cost for `seqs` sequences
@@ -119,6 +126,7 @@ class Controller {
   void forget(uint64_t seq_id) {
     per_seq_.erase(seq_id);
     probes_.erase(seq_id);
+    bets_.erase(seq_id);
   }
   const StepCostModel& cost() const { return cost_; }
   // A request's estimated acceptance by position (the first n).
@@ -146,6 +154,12 @@ class Controller {
     bool pending = false;              // asked for a probe's draft this step
   };
   std::unordered_map<uint64_t, Probe> probes_;
+  struct Bet {
+    int32_t k = 0;          // drafts the controller verifies
+    double expected = 0;    // of them accepted, by the uncalibrated rates
+  };
+  std::unordered_map<uint64_t, Bet> bets_;
+  double bet_expected_ = 5, bet_realised_ = 5;  // start at 1: no evidence of bias yet
   // After the greedy allocation: gives due sequences their probe (room: each one's max_k in).
   void probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking);
   double mean_k_ = 0;

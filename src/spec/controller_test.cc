@@ -226,6 +226,30 @@ TEST(Controller, ExtrapolatesDepthFromItsOwnDraftsAndSettlesWhereTheyBreak) {
   }
 }
 
+// Bets that realise less than their rates promised scale every later gain down, and bets
+// that realise what they promised bring it back.
+TEST(Controller, CalibratesItsGainsAgainstWhatItsVerificationsRealise) {
+  Controller c({.adaptive = true, .num_speculative_tokens = 8});
+  teach(c, 0.050, 0.0005);  // flat: drafting pays at any fair acceptance
+  EXPECT_DOUBLE_EQ(c.calibration(), 1.0);
+  uint64_t id = 1;
+  // Requests whose first drafts are all accepted teach a new request to expect as much; each
+  // fourth drafts as taught and has everything rejected.
+  auto round = [&](int32_t bettor_accepts) {
+    for (int i = 0; i < 3; ++i) c.record_verify(id++, 8, 8);
+    std::vector<Controller::Candidate> cands{{id, 8}};
+    c.choose(cands, 0, 512);
+    EXPECT_GT(cands[0].max_k, 0);
+    c.record_verify(id, cands[0].max_k, std::min(cands[0].max_k, bettor_accepts));
+    c.forget(id++);
+  };
+  for (int r = 0; r < 10; ++r) round(0);
+  const double low = c.calibration();
+  EXPECT_LT(low, 0.3);
+  for (int r = 0; r < 100; ++r) round(8);
+  EXPECT_GT(c.calibration(), 0.9);
+}
+
 // The control law in closed loop on simulated requests: a CPU-like step (a 2-token step costs
 // 1.3 plain ones, each further token a quarter of one), its time jittering by up to `noise`
 // either way, and a proposer whose guess for each next token is right with probability p,
