@@ -96,7 +96,6 @@ void Acceptance::update(int32_t drafted, int32_t accepted_count, double forget) 
     verified[u] = static_cast<float>(forget * verified[u] + 1.0);
     accepted[u] = static_cast<float>(forget * accepted[u] + (i < accepted_count ? 1.0 : 0.0));
   }
-  ++verifications;
 }
 
 void Acceptance::rates(double prior0, std::span<double> out) const {
@@ -128,9 +127,10 @@ std::vector<double> Controller::acceptance(uint64_t seq_id, int32_t n) const {
   static const History kFresh;
   const auto it = per_seq_.find(seq_id);
   const History& h = it == per_seq_.end() ? kFresh : it->second;
-  std::vector<double> global(1), out(static_cast<size_t>(n));
-  global_[h.last_full].rates(o_.prior_acceptance, global);
-  h.after[h.last_full].rates(global[0], out);
+  double global0 = 0;  // all requests' rate at position 0, this request's prior there
+  global_[h.last_full].rates(o_.prior_acceptance, std::span<double>(&global0, 1));
+  std::vector<double> out(static_cast<size_t>(n));
+  h.after[h.last_full].rates(global0, out);
   return out;
 }
 

@@ -69,7 +69,6 @@ struct ControllerOptions {
 struct Acceptance {
   static constexpr double kPseudoCount = 2.0;
   std::array<float, kMaxDraftTokens> accepted{}, verified{};
-  int32_t verifications = 0;
   void update(int32_t drafted, int32_t accepted_count, double forget);
   // a_0 .. a_{n-1}, from prior0 at position 0 then chained.
   void rates(double prior0, std::span<double> out) const;

@@ -355,7 +355,6 @@ TEST(Acceptance, FadingCountsShrunkTowardsThePositionAbove) {
   for (int i = 0; i < 50; ++i) a.update(1, 0, 0.9);  // then always rejected at position 0
   a.rates(0.5, r);
   EXPECT_LT(r[0], 0.12);  // the old success has faded: about 10 verifications count
-  EXPECT_EQ(a.verifications, 51);
 }
 
 }  // namespace
