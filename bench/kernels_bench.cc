@@ -8,6 +8,7 @@
 // one copy (L3-resident), which shows the kernel's compute ceiling.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <memory>
 #include <random>
 #include <string>
@@ -20,6 +21,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed.h"
 #include "kernels/cpu/quant.h"
+#include "model/attention.h"
 
 namespace zen::kernels {
 namespace {
@@ -123,6 +125,44 @@ void BM_DotF32(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 8);
 }
 
+// One layer's paged attention for a step of `tokens` new tokens of one sequence at the end of
+// `context` positions, with Qwen2.5-1.5B's heads (12 query heads, 2 KV heads of 128): decode is
+// tokens 1, a verification of drafts 2-17 (its queries share each K/V fetch).
+void BM_Attention(benchmark::State& state) {
+  const int64_t context = state.range(0), tokens = state.range(1), threads = state.range(2);
+  ModelConfig cfg;
+  cfg.num_layers = 1;
+  cfg.num_heads = 12;
+  cfg.num_kv_heads = 2;
+  cfg.head_dim = 128;
+  const int64_t bs = KvPool::kDefaultBlockSize, n_blocks = (context + bs - 1) / bs;
+  KvPool kv(cfg, n_blocks, KvDType::F32, bs);
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  for (int64_t i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);
+  std::mt19937 rng(5);
+  const int64_t kv_dim = cfg.num_kv_heads * cfg.head_dim, q_dim = cfg.num_heads * cfg.head_dim;
+  const auto k = testing::random_activations(rng, kv_dim), v = testing::random_activations(rng, kv_dim);
+  for (int64_t p = 0; p < context; ++p) kv.store(0, table, p, k.data(), v.data());
+  std::vector<int32_t> ids(static_cast<size_t>(tokens), 1);
+  SeqSlice slice;
+  slice.tokens = ids;
+  slice.pos = context - tokens;
+  slice.blocks = table;
+  ForwardBatch batch;
+  batch.kv = &kv;
+  batch.seqs = std::span<const SeqSlice>(&slice, 1);
+  FlatBatch flat;
+  flat.build(batch, 2, bs);
+  const auto q = testing::random_activations(rng, tokens * q_dim);
+  std::vector<float> out(q.size()), scratch;
+  ThreadPool pool(static_cast<int>(threads));
+  const AttentionShape shape{cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, 1.0f / std::sqrt(128.0f), 0};
+  for (auto _ : state) {
+    paged_attention(kv, 0, batch, flat, shape, q.data(), out.data(), pool, scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
 // The shapes of Qwen2.5-0.5B: ffn_up/gate [4864, 896] (32-block formats; 896 is not a
 // multiple of 256) and ffn_down [896, 4864] (k-quants).
 void register_all() {
@@ -187,6 +227,12 @@ void register_all() {
         ->ArgNames({"n", "k", "threads", "simd", "dram"})
         ->UseRealTime();
   benchmark::RegisterBenchmark("DotF32", BM_DotF32)->Arg(64)->Arg(128)->Arg(4096);
+  for (int64_t tokens : {1, 4, 13})
+    for (int threads : {1, 2})
+      benchmark::RegisterBenchmark("Attention", BM_Attention)
+          ->Args({1500, tokens, threads})
+          ->ArgNames({"context", "tokens", "threads"})
+          ->UseRealTime();
 }
 
 }  // namespace

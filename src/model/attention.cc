@@ -75,10 +75,10 @@ void item_to_head_tile(int64_t item, int64_t n_tiles, int64_t* head, int64_t* ti
   *tile = k % 2 == 0 ? k / 2 : n_tiles - 1 - k / 2;
 }
 
-// One block of scores p [count] into one (token, head)'s online softmax: p becomes
-// exp(score - running max), the running sum grows by it, and the accumulator acc [hd] and the
-// sum are rescaled when the maximum rises.
-void softmax_block(float* p, int64_t count, float* run_max, float* run_sum, float* acc, int64_t hd) {
+// One row's scores of a block, p [count], into its online softmax: the running maximum rises
+// to cover them (the accumulator acc [hd] and the running sum rescaled when it does) and p is
+// shifted by it. The exp and the sum follow for all the tile's rows at once.
+void raise_max(float* p, int64_t count, float* run_max, float* run_sum, float* acc, int64_t hd) {
   const float new_max = std::max(*run_max, *std::max_element(p, p + count));
   if (new_max > *run_max && *run_sum > 0.0f) {
     const float correction = std::exp(*run_max - new_max);
@@ -87,18 +87,17 @@ void softmax_block(float* p, int64_t count, float* run_max, float* run_sum, floa
   }
   *run_max = new_max;
   for (int64_t j = 0; j < count; ++j) p[j] -= new_max;
-  kernels::exp_f32(p, count, p);
-  for (int64_t j = 0; j < count; ++j) *run_sum += p[j];
 }
 
 }  // namespace
 
 // One work item is one KV head and a tile of up to kQueryTile consecutive tokens of one
 // sequence: each cache block's K and V rows are fetched once for all the tile's tokens and all
-// the query heads of the group (GQA), with an online softmax per (token, head): running max
-// and sum, the accumulator rescaled once per block. Every (token, head) goes through exactly
-// the operations it would alone (the tile only shares the fetches), so results do not depend
-// on the batch, the tiling or the thread count.
+// the query heads of the group (GQA), the scores of all those (token, head) rows come from one
+// tiled kernel, and each row keeps an online softmax (running max and sum, the accumulator
+// rescaled when the max rises). Every (token, head) goes through exactly the operations it
+// would alone (the tile only shares fetches and kernel calls), so results do not depend on the
+// batch, the tiling or the thread count.
 void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch& flat,
                      const AttentionShape& shape, const float* q, float* out, ThreadPool& pool,
                      std::vector<float>& scratch) {
@@ -118,12 +117,15 @@ void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, con
     float* p = run_sum + rows;
     float* k_buf = p + rows * bs;
     float* v_buf = k_buf + bs * hd;
+    std::vector<const float*> q_rows(static_cast<size_t>(rows));  // [rows]: row i * group + h
     for (int64_t item = begin; item < end; ++item) {
       int64_t g, tile;
       item_to_head_tile(item, n_tiles, &g, &tile);
       const QueryTile qt = tiles[static_cast<size_t>(tile)];
       const SeqSlice& slice = batch.seqs[static_cast<size_t>(flat.seq[static_cast<size_t>(qt.begin)])];
-      const int64_t n_rows = (qt.end - qt.begin) * group;
+      const int64_t n_tokens = qt.end - qt.begin, n_rows = n_tokens * group;
+      for (int64_t row = 0; row < n_rows; ++row)
+        q_rows[static_cast<size_t>(row)] = q + ((qt.begin + row / group) * nh + g * group + row % group) * hd;
       std::fill(acc, acc + n_rows * hd, 0.0f);
       std::fill(run_max, run_max + n_rows, -INFINITY);
       std::fill(run_sum, run_sum + n_rows, 0.0f);
@@ -132,7 +134,7 @@ void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, con
       auto span = [&](int64_t i) { return flat.pos[static_cast<size_t>(qt.begin + i)] + 1; };
       auto first = [&](int64_t i) { return shape.window > 0 ? std::max<int64_t>(0, span(i) - shape.window) : 0; };
       int64_t longest = 0, earliest = INT64_MAX;
-      for (int64_t i = 0; i < qt.end - qt.begin; ++i) {
+      for (int64_t i = 0; i < n_tokens; ++i) {
         longest = std::max(longest, span(i));
         earliest = std::min(earliest, first(i));
       }
@@ -142,29 +144,50 @@ void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, con
         int64_t k_stride = 0, v_stride = 0;
         const float* k = kv.k_rows_f32(layer, block, 0, fetched, g, k_buf, &k_stride);
         const float* v = kv.v_rows_f32(layer, block, 0, fetched, g, v_buf, &v_stride);
-        for (int64_t i = 0; i < qt.end - qt.begin; ++i) {
-          const int64_t skip = std::max<int64_t>(0, first(i) - b0);  // rows before the window
-          const int64_t count = std::min(bs, span(i) - b0) - skip;
-          if (count <= 0) continue;  // this block lies past the token, or before its window
-          const float* qg = q + ((qt.begin + i) * nh + g * group) * hd;  // [group, hd]
-          for (int64_t h = 0; h < group; ++h) {
-            const int64_t row = i * group + h;
-            float* ph = p + row * bs;
-            kernels::dot_rows_f32(qg + h * hd, k + skip * k_stride, k_stride, count, hd, shape.scale, ph);
-            softmax_block(ph, count, &run_max[row], &run_sum[row], acc + row * hd, hd);
+        // p [n_rows, bs]: every row's scores against every fetched key; each row then uses the
+        // keys it sees, [skip, skip + count).
+        kernels::dot_tile_f32(q_rows.data(), n_rows, k, k_stride, fetched, hd, shape.scale, p, bs);
+        auto visible = [&](int64_t i, int64_t* skip, int64_t* count) {
+          *skip = std::max<int64_t>(0, first(i) - b0);  // rows before the window
+          *count = std::min(bs, span(i) - b0) - *skip;
+          return *count > 0;  // else this block lies past the token, or before its window
+        };
+        for (int64_t i = 0; i < n_tokens; ++i) {
+          int64_t skip, count;
+          if (!visible(i, &skip, &count)) continue;
+          for (int64_t row = i * group; row < (i + 1) * group; ++row)
+            raise_max(p + row * bs + skip, count, &run_max[row], &run_sum[row], acc + row * hd, hd);
+        }
+        kernels::exp_f32(p, n_rows * bs, p);  // rows' unused entries too: cheaper than a call per row
+        bool whole = true;  // every token sees every fetched key
+        for (int64_t i = 0; i < n_tokens; ++i) {
+          int64_t skip, count;
+          if (!visible(i, &skip, &count)) {
+            whole = false;
+            continue;
           }
-          // The group's heads share the rows, so one pass over the V rows serves them all.
-          kernels::axpy_rows_f32(p + i * group * bs, bs, v + skip * v_stride, v_stride, count, hd, acc + i * group * hd,
-                                 hd, group);
+          whole = whole && skip == 0 && count == fetched;
+          for (int64_t row = i * group; row < (i + 1) * group; ++row)
+            for (int64_t j = skip; j < skip + count; ++j) run_sum[row] += p[row * bs + j];
+        }
+        // The rows that see the same keys share one pass over the V rows: all the tile's rows
+        // away from the diagonal and the window's edge, else the group's heads of each token.
+        if (whole) {
+          kernels::axpy_rows_f32(p, bs, v, v_stride, fetched, hd, acc, hd, n_rows);
+        } else {
+          for (int64_t i = 0; i < n_tokens; ++i) {
+            int64_t skip, count;
+            if (!visible(i, &skip, &count)) continue;
+            kernels::axpy_rows_f32(p + i * group * bs + skip, bs, v + skip * v_stride, v_stride, count, hd,
+                                   acc + i * group * hd, hd, group);
+          }
         }
       }
-      for (int64_t i = 0; i < qt.end - qt.begin; ++i)
-        for (int64_t h = 0; h < group; ++h) {
-          const int64_t row = i * group + h;
-          const float inv = 1.0f / run_sum[row];
-          float* o = out + ((qt.begin + i) * nh + g * group + h) * hd;
-          for (int64_t c = 0; c < hd; ++c) o[c] = acc[row * hd + c] * inv;
-        }
+      for (int64_t row = 0; row < n_rows; ++row) {
+        const float inv = 1.0f / run_sum[row];
+        float* o = out + ((qt.begin + row / group) * nh + g * group + row % group) * hd;
+        for (int64_t c = 0; c < hd; ++c) o[c] = acc[row * hd + c] * inv;
+      }
     }
   });
 }

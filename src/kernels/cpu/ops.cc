@@ -7,6 +7,7 @@
 
 #include "base/numeric.h"
 #include "kernels/cpu/ops_avx2.h"
+#include "kernels/cpu/ops_avx512.h"
 #include "kernels/cpu/ops_neon.h"
 #include "kernels/cpu/simd.h"
 
@@ -71,8 +72,10 @@ int64_t argmax_f32(const float* x, int64_t n) {
   return best;
 }
 
-void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out) {
-  for (int64_t j = 0; j < count; ++j) out[j] = dot_f32(q, k + j * k_stride, n) * scale;
+void dot_tile_f32(const float* const* q, int64_t n_q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale,
+                  float* out, int64_t out_stride) {
+  for (int64_t r = 0; r < n_q; ++r)
+    for (int64_t j = 0; j < count; ++j) out[r * out_stride + j] = dot_f32(q[r], k + j * k_stride, n) * scale;
 }
 
 void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc,
@@ -113,11 +116,18 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) { ZEN_DISPATCH(axpy_
 void softmax_inplace(float* x, int64_t n) { ZEN_DISPATCH(softmax_inplace(x, n)); }
 void exp_f32(const float* x, int64_t n, float* out) { ZEN_DISPATCH(exp_f32(x, n, out)); }
 void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n) { ZEN_DISPATCH(bf16_to_f32_row(src, out, n)); }
-void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out) {
-  ZEN_DISPATCH(dot_rows_f32(q, k, k_stride, count, n, scale, out));
+void dot_tile_f32(const float* const* q, int64_t n_q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale,
+                  float* out, int64_t out_stride) {
+#if ZEN_HAVE_X86_SIMD
+  if (use_avx512()) return avx512::dot_tile_f32(q, n_q, k, k_stride, count, n, scale, out, out_stride);
+#endif
+  ZEN_DISPATCH(dot_tile_f32(q, n_q, k, k_stride, count, n, scale, out, out_stride));
 }
 void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc,
                    int64_t acc_stride, int64_t n_acc) {
+#if ZEN_HAVE_X86_SIMD
+  if (use_avx512()) return avx512::axpy_rows_f32(p, p_stride, v, v_stride, count, n, acc, acc_stride, n_acc);
+#endif
   ZEN_DISPATCH(axpy_rows_f32(p, p_stride, v, v_stride, count, n, acc, acc_stride, n_acc));
 }
 

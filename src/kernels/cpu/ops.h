@@ -18,9 +18,13 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void axpy_f32(float a, const float* x, float* y, int64_t n);
 // In place: x = exp(x - max) / sum (sum accumulated in f64).
 void softmax_inplace(float* x, int64_t n);
-// Attention over one KV-cache block (model/attention.cc), q and every row n floats long:
-// out[j] = dot_f32(q, k + j * k_stride, n) * scale for j < count (the same bits).
-void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out);
+// Attention scores over one KV-cache block (model/attention.cc) for n_q query rows (the
+// (token, head) pairs of a tile), q[r] and every key row n floats long:
+// out[r * out_stride + j] = <q[r], k + j * k_stride> * scale for r < n_q, j < count. Every dot
+// is summed the same way whatever n_q, count and the rows around it, so a query's scores do not
+// depend on what it is batched with (speculative verification equals one-token decoding).
+void dot_tile_f32(const float* const* q, int64_t n_q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale,
+                  float* out, int64_t out_stride);
 // For each of n_acc accumulator rows r sharing the block's V rows (the query heads of a GQA
 // group): acc[r * acc_stride + i] += p[r * p_stride + j] * v[j * v_stride + i] for j = 0 ..
 // count - 1 in that order, i < n; each step exactly axpy_f32 (an FMA where the backend has one).
@@ -45,7 +49,8 @@ void axpy_f32(float a, const float* x, float* y, int64_t n);
 void softmax_inplace(float* x, int64_t n);
 void exp_f32(const float* x, int64_t n, float* out);
 void bf16_to_f32_row(const uint16_t* src, float* out, int64_t n);
-void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out);
+void dot_tile_f32(const float* const* q, int64_t n_q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale,
+                  float* out, int64_t out_stride);
 void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc,
                    int64_t acc_stride, int64_t n_acc);
 int64_t argmax_f32(const float* x, int64_t n);

@@ -191,71 +191,73 @@ ZEN_TARGET_AVX2 void exp_f32(const float* x, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = exp1(x[i]);
 }
 
-// Four rows' dots with q in exactly dot_f32's order: per row four accumulators over steps of
-// 32, the remaining chunks of 8 into the first, the four added pairwise, the lanes summed in
-// hsum's tree (done for the four rows at once), then the scalar tail. Rows go two at a time
-// (8 accumulators, q loaded once for both).
-ZEN_TARGET_AVX2 inline __m128 dot4_rows(const float* q, const float* const* k, int64_t n) {
-  __m128 half[4];  // per row: lo + hi of its summed accumulators, hsum's first step
-#pragma GCC unroll 2
-  for (int r0 = 0; r0 < 4; r0 += 2) {
-    const float* ka = k[r0];
-    const float* kb = k[r0 + 1];
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-      __m256 qv = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(ka + i), a0);
-      b0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i), b0);
-      qv = _mm256_loadu_ps(q + i + 8);
-      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(ka + i + 8), a1);
-      b1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i + 8), b1);
-      qv = _mm256_loadu_ps(q + i + 16);
-      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(ka + i + 16), a2);
-      b2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i + 16), b2);
-      qv = _mm256_loadu_ps(q + i + 24);
-      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(ka + i + 24), a3);
-      b3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i + 24), b3);
-    }
-    for (; i + 8 <= n; i += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(ka + i), a0);
-      b0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + i), b0);
-    }
-    const __m256 va = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    const __m256 vb = _mm256_add_ps(_mm256_add_ps(b0, b1), _mm256_add_ps(b2, b3));
-    half[r0] = _mm_add_ps(_mm256_castps256_ps128(va), _mm256_extractf128_ps(va, 1));
-    half[r0 + 1] = _mm_add_ps(_mm256_castps256_ps128(vb), _mm256_extractf128_ps(vb, 1));
-  }
-  // hsum's (x0 + x2) + (x1 + x3) for the four rows: interleave, add the halves, then the pairs.
-  const __m128 w01 = _mm_add_ps(_mm_unpacklo_ps(half[0], half[1]), _mm_unpackhi_ps(half[0], half[1]));
-  const __m128 w23 = _mm_add_ps(_mm_unpacklo_ps(half[2], half[3]), _mm_unpackhi_ps(half[2], half[3]));
-  __m128 sums = _mm_add_ps(_mm_movelh_ps(w01, w23), _mm_movehl_ps(w23, w01));
-  const int64_t tail = n & ~int64_t{7};
-  if (tail < n) {  // dot_f32's scalar tail, row by row
-    alignas(16) float t[4];
-    _mm_store_ps(t, sums);
-    for (int r = 0; r < 4; ++r)
-      for (int64_t i = tail; i < n; ++i) t[r] += q[i] * k[r][i];
-    sums = _mm_load_ps(t);
-  }
-  return sums;
+// Four dots' 8-lane sums -> their totals, each summed ((x0+x1)+(x2+x3)) + ((x4+x5)+(x6+x7)).
+ZEN_TARGET_AVX2 inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 ab = _mm256_hadd_ps(a, b);       // a01 a23 b01 b23 | a45 a67 b45 b67
+  const __m256 cd = _mm256_hadd_ps(c, d);       // c01 c23 d01 d23 | c45 c67 d45 d67
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);   // a0123 b0123 c0123 d0123 | a4567 ...
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
-ZEN_TARGET_AVX2 void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale,
-                                  float* out) {
+// Four query rows against two key rows: one accumulator per dot over steps of 8 (the 8
+// independent chains hide the FMA latency; each load serves two or four FMAs), hsum4's tree,
+// then the scalar tail. d0 / d1 receive the four rows' dots with k0 / k1.
+ZEN_TARGET_AVX2 inline void dot_4x2(const float* const* q, const float* k0, const float* k1, int64_t n, __m128* d0,
+                                    __m128* d1) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  const int64_t wide = n / 8 * 8;
+  for (int64_t i = 0; i < wide; i += 8) {
+    const __m256 x = _mm256_loadu_ps(k0 + i), y = _mm256_loadu_ps(k1 + i);
+    __m256 qv = _mm256_loadu_ps(q[0] + i);
+    a0 = _mm256_fmadd_ps(qv, x, a0);
+    b0 = _mm256_fmadd_ps(qv, y, b0);
+    qv = _mm256_loadu_ps(q[1] + i);
+    a1 = _mm256_fmadd_ps(qv, x, a1);
+    b1 = _mm256_fmadd_ps(qv, y, b1);
+    qv = _mm256_loadu_ps(q[2] + i);
+    a2 = _mm256_fmadd_ps(qv, x, a2);
+    b2 = _mm256_fmadd_ps(qv, y, b2);
+    qv = _mm256_loadu_ps(q[3] + i);
+    a3 = _mm256_fmadd_ps(qv, x, a3);
+    b3 = _mm256_fmadd_ps(qv, y, b3);
+  }
+  *d0 = hsum4(a0, a1, a2, a3);
+  *d1 = hsum4(b0, b1, b2, b3);
+  if (wide < n) {
+    alignas(16) float t0[4], t1[4];
+    _mm_store_ps(t0, *d0);
+    _mm_store_ps(t1, *d1);
+    for (int r = 0; r < 4; ++r)
+      for (int64_t i = wide; i < n; ++i) {
+        t0[r] += q[r][i] * k0[i];
+        t1[r] += q[r][i] * k1[i];
+      }
+    *d0 = _mm_load_ps(t0);
+    *d1 = _mm_load_ps(t1);
+  }
+}
+
+// Rows and keys past the ends are computed on copies of the last live ones and not stored, so
+// every dot takes the same path whatever n_q and count.
+ZEN_TARGET_AVX2 void dot_tile_f32(const float* const* q, int64_t n_q, const float* k, int64_t k_stride, int64_t count,
+                                  int64_t n, float scale, float* out, int64_t out_stride) {
   const __m128 s = _mm_set1_ps(scale);
-  for (int64_t j0 = 0; j0 < count; j0 += 4) {
-    const int64_t live = std::min<int64_t>(4, count - j0);
+  for (int64_t r0 = 0; r0 < n_q; r0 += 4) {
+    const int64_t live_rows = std::min<int64_t>(4, n_q - r0);
     const float* rows[4];
-    for (int r = 0; r < 4; ++r) rows[r] = k + (j0 + (r < live ? r : 0)) * k_stride;
-    const __m128 d = _mm_mul_ps(dot4_rows(q, rows, n), s);
-    if (live == 4) {
-      _mm_storeu_ps(out + j0, d);
-    } else {
-      alignas(16) float tmp[4];
-      _mm_store_ps(tmp, d);
-      for (int64_t r = 0; r < live; ++r) out[j0 + r] = tmp[r];
+    for (int64_t r = 0; r < 4; ++r) rows[r] = q[r0 + std::min(r, live_rows - 1)];
+    for (int64_t j0 = 0; j0 < count; j0 += 2) {
+      const float* k0 = k + j0 * k_stride;
+      const bool pair = j0 + 1 < count;
+      __m128 d0, d1;
+      dot_4x2(rows, k0, pair ? k0 + k_stride : k0, n, &d0, &d1);
+      alignas(16) float t0[4], t1[4];
+      _mm_store_ps(t0, _mm_mul_ps(d0, s));
+      _mm_store_ps(t1, _mm_mul_ps(d1, s));
+      for (int64_t r = 0; r < live_rows; ++r) {
+        out[(r0 + r) * out_stride + j0] = t0[r];
+        if (pair) out[(r0 + r) * out_stride + j0 + 1] = t1[r];
+      }
     }
   }
 }

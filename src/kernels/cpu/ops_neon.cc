@@ -143,8 +143,10 @@ void exp_f32(const float* x, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = exp1(x[i]);
 }
 
-void dot_rows_f32(const float* q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale, float* out) {
-  for (int64_t j = 0; j < count; ++j) out[j] = dot_f32(q, k + j * k_stride, n) * scale;
+void dot_tile_f32(const float* const* q, int64_t n_q, const float* k, int64_t k_stride, int64_t count, int64_t n, float scale,
+                  float* out, int64_t out_stride) {
+  for (int64_t r = 0; r < n_q; ++r)
+    for (int64_t j = 0; j < count; ++j) out[r * out_stride + j] = dot_f32(q[r], k + j * k_stride, n) * scale;
 }
 
 void axpy_rows_f32(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int64_t count, int64_t n, float* acc,

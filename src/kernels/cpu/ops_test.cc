@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "kernels/cpu/kernels_test_util.h"
+#include "kernels/cpu/ops_avx2.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/cpu/quant.h"
 
 namespace zen::kernels {
@@ -81,42 +83,67 @@ TEST(Ops, AddAxpyDotMatchReference) {
 }
 
 // The attention block ops on odd head sizes and row counts, rows strided as in a cache block:
-// dots near the f64 value and exactly dot_f32 row by row; axpy_rows exactly axpy_f32 row by row.
-TEST(Ops, AttentionBlockOpsMatchReference) {
+// dots near the f64 value, and each one the same bits whatever tile it is computed in (alone,
+// or among other query rows and keys); axpy_rows exactly axpy_f32 row by row.
+using DotTile = void (*)(const float* const*, int64_t, const float*, int64_t, int64_t, int64_t, float, float*, int64_t);
+using AxpyRows = void (*)(const float*, int64_t, const float*, int64_t, int64_t, int64_t, float*, int64_t, int64_t);
+using Axpy = void (*)(float, const float*, float*, int64_t);
+
+void check_attention_block_ops(DotTile dot_tile, AxpyRows axpy_rows, Axpy axpy, const char* path) {
+  SCOPED_TRACE(path);
   std::mt19937 rng(36);
   for (int64_t n : {1, 7, 8, 15, 17, 33, 64, 100, 128, 256}) {
     const int64_t stride = n + 5;
     for (int64_t count : {1, 2, 3, 4, 5, 7, 8, 13, 16}) {
-      const auto q = random_vector(rng, n), rows = random_vector(rng, count * stride);
-      std::vector<float> got(static_cast<size_t>(count));
-      dot_rows_f32(q.data(), rows.data(), stride, count, n, 0.125f, got.data());
-      for (int64_t j = 0; j < count; ++j) {
-        double exact = 0.0, mag = 0.0;
-        for (int64_t i = 0; i < n; ++i) {
-          const double prod = static_cast<double>(q[static_cast<size_t>(i)]) * rows[static_cast<size_t>(j * stride + i)];
-          exact += prod;
-          mag += std::fabs(prod);
-        }
-        ASSERT_NEAR(got[static_cast<size_t>(j)], 0.125 * exact, 0.125 * 1e-6 * mag * std::sqrt(double(n)) + 1e-30)
-            << "dot_rows n=" << n << " count=" << count << " j=" << j;
-        ASSERT_EQ(got[static_cast<size_t>(j)], dot_f32(q.data(), rows.data() + j * stride, n) * 0.125f)
-            << "dot_rows differs from dot_f32, n=" << n << " j=" << j;
+      const auto rows = random_vector(rng, count * stride);
+      for (int64_t n_q : {1, 3, 4, 6, 9}) {
+        const auto qs = random_vector(rng, n_q * stride);
+        std::vector<const float*> q(static_cast<size_t>(n_q));
+        for (int64_t r = 0; r < n_q; ++r) q[static_cast<size_t>(r)] = qs.data() + r * stride;
+        const int64_t out_stride = count + 2;
+        std::vector<float> got(static_cast<size_t>(n_q * out_stride));
+        dot_tile(q.data(), n_q, rows.data(), stride, count, n, 0.125f, got.data(), out_stride);
+        for (int64_t r = 0; r < n_q; ++r)
+          for (int64_t j = 0; j < count; ++j) {
+            double exact = 0.0, mag = 0.0;
+            for (int64_t i = 0; i < n; ++i) {
+              const double prod = static_cast<double>(q[static_cast<size_t>(r)][i]) * rows[static_cast<size_t>(j * stride + i)];
+              exact += prod;
+              mag += std::fabs(prod);
+            }
+            const float value = got[static_cast<size_t>(r * out_stride + j)];
+            ASSERT_NEAR(value, 0.125 * exact, 0.125 * 1e-6 * mag * std::sqrt(double(n)) + 1e-30)
+                << "dot_tile n=" << n << " count=" << count << " r=" << r << " j=" << j;
+            float alone = 0.0f;
+            dot_tile(&q[static_cast<size_t>(r)], 1, rows.data() + j * stride, stride, 1, n, 0.125f, &alone, 1);
+            ASSERT_EQ(value, alone) << "dot_tile depends on its tile, n=" << n << " n_q=" << n_q << " count=" << count
+                                    << " r=" << r << " j=" << j;
+          }
       }
 
-      for (int64_t n_acc : {1, 2, 3, 7}) {  // accumulator rows sharing the block (GQA heads)
+      for (int64_t n_acc : {1, 2, 3, 4, 5, 7, 9}) {  // accumulator rows sharing the block (GQA heads)
         const int64_t p_stride = count + 3, acc_stride = n + 2;
         const auto p = random_vector(rng, n_acc * p_stride), acc0 = random_vector(rng, n_acc * acc_stride);
         std::vector<float> blocked = acc0, row_by_row = acc0, reference = acc0;
-        axpy_rows_f32(p.data(), p_stride, rows.data(), stride, count, n, blocked.data(), acc_stride, n_acc);
+        axpy_rows(p.data(), p_stride, rows.data(), stride, count, n, blocked.data(), acc_stride, n_acc);
         for (int64_t r = 0; r < n_acc; ++r)
           for (int64_t j = 0; j < count; ++j)
-            axpy_f32(p[static_cast<size_t>(r * p_stride + j)], rows.data() + j * stride, row_by_row.data() + r * acc_stride, n);
+            axpy(p[static_cast<size_t>(r * p_stride + j)], rows.data() + j * stride, row_by_row.data() + r * acc_stride, n);
         ASSERT_EQ(blocked, row_by_row) << "axpy_rows n=" << n << " count=" << count << " rows=" << n_acc;
         ref::axpy_rows_f32(p.data(), p_stride, rows.data(), stride, count, n, reference.data(), acc_stride, n_acc);
         expect_close(blocked, reference, 1e-5, 1e-5, "axpy_rows vs reference", n);
       }
     }
   }
+}
+
+// Every path this CPU has (the dispatched one, and AVX2 under AVX-512), and the reference.
+TEST(Ops, AttentionBlockOpsMatchReference) {
+  check_attention_block_ops(dot_tile_f32, axpy_rows_f32, axpy_f32, "dispatched");
+  check_attention_block_ops(ref::dot_tile_f32, ref::axpy_rows_f32, ref::axpy_f32, "reference");
+#if ZEN_HAVE_X86_SIMD
+  if (use_avx2()) check_attention_block_ops(avx2::dot_tile_f32, avx2::axpy_rows_f32, avx2::axpy_f32, "avx2");
+#endif
 }
 
 TEST(Ops, SiluMulMatchesReference) {

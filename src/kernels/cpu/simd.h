@@ -44,6 +44,9 @@ ZEN_TARGET_AVX2 inline double hsum(__m256d v) {
 // True when the AVX2 paths should be used: CPU support and not disabled by
 // set_simd_enabled(false). Cheap (one relaxed atomic load).
 bool use_avx2();
+// True when the AVX-512 paths (ops_avx512.cc) should be used: use_avx2() and a CPU with
+// AVX-512 F and VL.
+bool use_avx512();
 // True when the NEON paths should be used: an aarch64 build and not disabled by
 // set_simd_enabled(false).
 bool use_neon();
