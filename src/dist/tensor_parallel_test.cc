@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/test_compare.h"
 #include "dist/step_message.h"
 #include "dist/thread_group.h"
 #include "engine/engine_test_util.h"
@@ -83,18 +84,6 @@ std::vector<float> all_logits(Model& m, const std::vector<int32_t>& prompt) {
   std::vector<float> logits(prompt.size() * static_cast<size_t>(m.config().vocab_size));
   m.forward(*cache, prompt, logits.data(), /*all_logits=*/true);
   return logits;
-}
-
-float max_abs(const std::vector<float>& v) {
-  float m = 0;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
 }
 
 std::vector<int32_t> greedy_tokens(Model& m, const std::vector<int32_t>& prompt, int64_t n) {

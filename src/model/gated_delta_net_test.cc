@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "base/test_compare.h"
 #include "kernels/cpu/kernels_test_util.h"
 
 namespace zen {
@@ -45,18 +46,6 @@ struct HeadData {
             out + t0 * dv, dv};
   }
 };
-
-float max_abs(const std::vector<float>& v) {
-  float m = 0.0f;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0.0f;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
 
 std::vector<float> random_state(int64_t dk, int64_t dv, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/test_compare.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -118,19 +119,6 @@ int32_t argmax(const float* row, int64_t n) {
   return static_cast<int32_t>(std::max_element(row, row + n) - row);
 }
 
-float max_abs(const std::vector<float>& v) {
-  float m = 0.0f;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-// Largest |a[i] - b[i]| over n elements.
-float max_abs_diff(const float* a, const float* b, size_t n) {
-  float m = 0.0f;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Tiny HF models vs transformers.
 
@@ -151,14 +139,14 @@ class GoldenTinyModel : public ::testing::TestWithParam<std::string> {
     std::vector<float> logits(prompt.size() * vocab);
     model_->forward(*cache, prompt, logits.data(), /*all_logits=*/true);
     const float scale = max_abs(expected);
-    const float err = max_abs_diff(logits.data(), expected.data(), logits.size());
+    const float err = max_diff(logits, expected);
     std::printf("[ golden   ] %-28s %-6s T=%-4zu max|ref|=%.4f max_err=%.3e (rel %.2e)\n",
                 GetParam().c_str(), label, prompt.size(), scale, err, err / scale);
     EXPECT_LE(err, 1e-4f * scale) << label << " logits differ from transformers";
     // Row by row, to name the first position that breaks when the bound fails.
     for (size_t t = 0; t < prompt.size(); ++t) {
-      const float row_err = max_abs_diff(logits.data() + t * vocab, expected.data() + t * vocab,
-                                         static_cast<size_t>(vocab));
+      const auto n = static_cast<size_t>(vocab);
+      const float row_err = max_diff({logits.data() + t * vocab, n}, {expected.data() + t * vocab, n});
       if (row_err > 1e-4f * scale) {
         ADD_FAILURE() << label << ": first bad position " << t << " (error " << row_err << ")";
         break;
@@ -225,12 +213,13 @@ TEST_P(GoldenTinyModel, ChunkedPrefillMatchesOneChunk) {
   EXPECT_EQ(chunked_cache->size(), static_cast<int64_t>(n));
 
   const float scale = max_abs(reference_.logits);
-  EXPECT_LE(max_abs_diff(first_last.data(), &reference_.logits[(split - 1) * vocab], vocab),
+  const auto n_vocab = static_cast<size_t>(vocab);
+  EXPECT_LE(max_diff({first_last.data(), n_vocab}, {&reference_.logits[(split - 1) * vocab], n_vocab}),
             1e-4f * scale);
-  EXPECT_LE(max_abs_diff(second.data(), &reference_.logits[split * vocab], second.size()),
+  EXPECT_LE(max_diff(second, {&reference_.logits[split * vocab], second.size()}),
             1e-4f * scale);
   const float* chunked_last = second.data() + (n - split - 1) * vocab;
-  const float err = max_abs_diff(chunked_last, one_last.data(), vocab);
+  const float err = max_diff({chunked_last, n_vocab}, {one_last.data(), n_vocab});
   EXPECT_LE(err, 1e-5f * scale) << "chunked prefill differs from one-chunk prefill";
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/test_compare.h"
 #include "io/gguf.h"
 #include "io/io_test_writers.h"
 #include "io/safetensors.h"
@@ -62,18 +63,6 @@ Reference read_reference(std::string name) {
   if (name.ends_with(".gguf")) name.resize(name.find('.'));  // a GGUF shares its source's reference
   SafetensorsFile f((kFixtures / (name + ".reference.safetensors")).string());
   return {tensor_copy<int32_t>(f, "prompt"), tensor_copy<float>(f, "logits"), tensor_copy<int32_t>(f, "greedy")};
-}
-
-float max_abs(std::span<const float> v) {
-  float m = 0.0f;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-float max_diff(std::span<const float> a, std::span<const float> b) {
-  float m = 0.0f;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
 }
 
 std::unique_ptr<HybridModel> load_hybrid(const std::string& name) {

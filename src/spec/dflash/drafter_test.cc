@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/mmap.h"
+#include "base/test_compare.h"
 #include "io/safetensors.h"
 #include "spec/dflash/reference_test_util.h"
 #include "kernels/cpu/packed.h"
@@ -35,9 +36,7 @@ class DFlashV1 : public ::testing::Test {
   }
   static float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     EXPECT_EQ(a.size(), b.size());
-    float worst = 0;
-    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
-    return worst;
+    return max_diff(a, b);
   }
   static Model* target_;
   static SafetensorsFile* ref_;
