@@ -130,8 +130,12 @@ bool simd_enabled() { return use_avx2() || use_neon(); }
 void set_simd_enabled(bool enabled) { g_simd_enabled.store(enabled, std::memory_order_relaxed); }
 bool use_avx2() { return g_simd_enabled.load(std::memory_order_relaxed) && cpu_has_avx2_fma(); }
 bool use_avx512() {
+#if ZEN_HAVE_X86_SIMD
   static const bool has = x86_features().avx512f && x86_features().avx512vl;
   return has && use_avx2();
+#else
+  return false;
+#endif
 }
 bool use_neon() { return ZEN_HAVE_NEON && g_simd_enabled.load(std::memory_order_relaxed); }
 
