@@ -191,50 +191,76 @@ ZEN_TARGET_AVX2 void exp_f32(const float* x, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = exp1(x[i]);
 }
 
-// Four dots' 8-lane sums -> their totals, each summed ((x0+x1)+(x2+x3)) + ((x4+x5)+(x6+x7)).
+// Four 8-lane vectors -> their totals, each summed as hsum does: the halves added, then
+// (x0 + x2) + (x1 + x3).
 ZEN_TARGET_AVX2 inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
-  const __m256 ab = _mm256_hadd_ps(a, b);       // a01 a23 b01 b23 | a45 a67 b45 b67
-  const __m256 cd = _mm256_hadd_ps(c, d);       // c01 c23 d01 d23 | c45 c67 d45 d67
-  const __m256 abcd = _mm256_hadd_ps(ab, cd);   // a0123 b0123 c0123 d0123 | a4567 ...
-  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+  const __m128 ha = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 hb = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+  const __m128 hc = _mm_add_ps(_mm256_castps256_ps128(c), _mm256_extractf128_ps(c, 1));
+  const __m128 hd = _mm_add_ps(_mm256_castps256_ps128(d), _mm256_extractf128_ps(d, 1));
+  const __m128 ab = _mm_add_ps(_mm_unpacklo_ps(ha, hb), _mm_unpackhi_ps(ha, hb));  // a0+a2 b0+b2 a1+a3 b1+b3
+  const __m128 cd = _mm_add_ps(_mm_unpacklo_ps(hc, hd), _mm_unpackhi_ps(hc, hd));
+  return _mm_add_ps(_mm_movelh_ps(ab, cd), _mm_movehl_ps(cd, ab));
 }
 
-// Four query rows against two key rows: one accumulator per dot over steps of 8 (the 8
-// independent chains hide the FMA latency; each load serves two or four FMAs), hsum4's tree,
-// then the scalar tail. d0 / d1 receive the four rows' dots with k0 / k1.
-ZEN_TARGET_AVX2 inline void dot_4x2(const float* const* q, const float* k0, const float* k1, int64_t n, __m128* d0,
-                                    __m128* d1) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+// Two of dot_f32's four accumulators, s[lane] + s[lane + 1] (lane 0 or 2), for the four dots of
+// two query rows with two key rows, in the order out = {q0.k0, q1.k0, q0.k1, q1.k1}. Accumulator
+// l sums elements 32t + 8l .. 32t + 8l + 7 of every whole step of 32, and accumulator 0 then the
+// remaining 8-float chunks, as dot_f32 does. Eight independent FMA chains hide the latency.
+ZEN_TARGET_AVX2 inline void dot_2x2_lanes(const float* q0, const float* q1, const float* k0, const float* k1, int64_t n,
+                                          int64_t lane, __m256* out) {
+  __m256 u0 = _mm256_setzero_ps(), u1 = u0, u2 = u0, u3 = u0, w0 = u0, w1 = u0, w2 = u0, w3 = u0;
+  const int64_t whole = n / 32 * 32;
+  for (int64_t i = 8 * lane; i < whole; i += 32) {
+    __m256 x0 = _mm256_loadu_ps(k0 + i), x1 = _mm256_loadu_ps(k1 + i);
+    __m256 y0 = _mm256_loadu_ps(q0 + i), y1 = _mm256_loadu_ps(q1 + i);
+    u0 = _mm256_fmadd_ps(y0, x0, u0);
+    u1 = _mm256_fmadd_ps(y1, x0, u1);
+    u2 = _mm256_fmadd_ps(y0, x1, u2);
+    u3 = _mm256_fmadd_ps(y1, x1, u3);
+    x0 = _mm256_loadu_ps(k0 + i + 8), x1 = _mm256_loadu_ps(k1 + i + 8);
+    y0 = _mm256_loadu_ps(q0 + i + 8), y1 = _mm256_loadu_ps(q1 + i + 8);
+    w0 = _mm256_fmadd_ps(y0, x0, w0);
+    w1 = _mm256_fmadd_ps(y1, x0, w1);
+    w2 = _mm256_fmadd_ps(y0, x1, w2);
+    w3 = _mm256_fmadd_ps(y1, x1, w3);
+  }
+  if (lane == 0) {
+    for (int64_t i = whole; i + 8 <= n; i += 8) {
+      const __m256 x0 = _mm256_loadu_ps(k0 + i), x1 = _mm256_loadu_ps(k1 + i);
+      const __m256 y0 = _mm256_loadu_ps(q0 + i), y1 = _mm256_loadu_ps(q1 + i);
+      u0 = _mm256_fmadd_ps(y0, x0, u0);
+      u1 = _mm256_fmadd_ps(y1, x0, u1);
+      u2 = _mm256_fmadd_ps(y0, x1, u2);
+      u3 = _mm256_fmadd_ps(y1, x1, u3);
+    }
+  }
+  out[0] = _mm256_add_ps(u0, w0), out[1] = _mm256_add_ps(u1, w1);
+  out[2] = _mm256_add_ps(u2, w2), out[3] = _mm256_add_ps(u3, w3);
+}
+
+// Two query rows against two key rows, every dot bit for bit dot_f32(q, k, n): its accumulators
+// in two passes, added ((s0 + s1) + (s2 + s3)), hsum's tree, then the scalar tail; returns
+// {q0.k0, q1.k0, q0.k1, q1.k1}. Summing as dot_f32 does keeps attention's scores the bits
+// scalar-row decoding had (on every AVX2 host), so greedy output near a tie does not move with
+// the tile.
+ZEN_TARGET_AVX2 inline __m128 dot_2x2(const float* q0, const float* q1, const float* k0, const float* k1, int64_t n) {
+  __m256 low[4], high[4];
+  dot_2x2_lanes(q0, q1, k0, k1, n, 0, low);
+  dot_2x2_lanes(q0, q1, k0, k1, n, 2, high);
+  __m128 d = hsum4(_mm256_add_ps(low[0], high[0]), _mm256_add_ps(low[1], high[1]), _mm256_add_ps(low[2], high[2]),
+                   _mm256_add_ps(low[3], high[3]));
   const int64_t wide = n / 8 * 8;
-  for (int64_t i = 0; i < wide; i += 8) {
-    const __m256 x = _mm256_loadu_ps(k0 + i), y = _mm256_loadu_ps(k1 + i);
-    __m256 qv = _mm256_loadu_ps(q[0] + i);
-    a0 = _mm256_fmadd_ps(qv, x, a0);
-    b0 = _mm256_fmadd_ps(qv, y, b0);
-    qv = _mm256_loadu_ps(q[1] + i);
-    a1 = _mm256_fmadd_ps(qv, x, a1);
-    b1 = _mm256_fmadd_ps(qv, y, b1);
-    qv = _mm256_loadu_ps(q[2] + i);
-    a2 = _mm256_fmadd_ps(qv, x, a2);
-    b2 = _mm256_fmadd_ps(qv, y, b2);
-    qv = _mm256_loadu_ps(q[3] + i);
-    a3 = _mm256_fmadd_ps(qv, x, a3);
-    b3 = _mm256_fmadd_ps(qv, y, b3);
-  }
-  *d0 = hsum4(a0, a1, a2, a3);
-  *d1 = hsum4(b0, b1, b2, b3);
   if (wide < n) {
-    alignas(16) float t0[4], t1[4];
-    _mm_store_ps(t0, *d0);
-    _mm_store_ps(t1, *d1);
-    for (int r = 0; r < 4; ++r)
-      for (int64_t i = wide; i < n; ++i) {
-        t0[r] += q[r][i] * k0[i];
-        t1[r] += q[r][i] * k1[i];
-      }
-    *d0 = _mm_load_ps(t0);
-    *d1 = _mm_load_ps(t1);
+    alignas(16) float t[4];
+    _mm_store_ps(t, d);
+    const float* const rows[4] = {q0, q1, q0, q1};
+    const float* const keys[4] = {k0, k0, k1, k1};
+    for (int d = 0; d < 4; ++d)  // a dot at a time: dot_f32's scalar loop, not a vectorized one
+      for (int64_t i = wide; i < n; ++i) t[d] += rows[d][i] * keys[d][i];
+    d = _mm_load_ps(t);
   }
+  return d;
 }
 
 // Rows and keys past the ends are computed on copies of the last live ones and not stored, so
@@ -242,21 +268,22 @@ ZEN_TARGET_AVX2 inline void dot_4x2(const float* const* q, const float* k0, cons
 ZEN_TARGET_AVX2 void dot_tile_f32(const float* const* q, int64_t n_q, const float* k, int64_t k_stride, int64_t count,
                                   int64_t n, float scale, float* out, int64_t out_stride) {
   const __m128 s = _mm_set1_ps(scale);
-  for (int64_t r0 = 0; r0 < n_q; r0 += 4) {
-    const int64_t live_rows = std::min<int64_t>(4, n_q - r0);
-    const float* rows[4];
-    for (int64_t r = 0; r < 4; ++r) rows[r] = q[r0 + std::min(r, live_rows - 1)];
+  for (int64_t r0 = 0; r0 < n_q; r0 += 2) {
+    const bool two_rows = r0 + 1 < n_q;
+    const float* q0 = q[r0];
+    const float* q1 = two_rows ? q[r0 + 1] : q0;
+    float* out0 = out + r0 * out_stride;
+    float* out1 = out0 + out_stride;
     for (int64_t j0 = 0; j0 < count; j0 += 2) {
       const float* k0 = k + j0 * k_stride;
-      const bool pair = j0 + 1 < count;
-      __m128 d0, d1;
-      dot_4x2(rows, k0, pair ? k0 + k_stride : k0, n, &d0, &d1);
-      alignas(16) float t0[4], t1[4];
-      _mm_store_ps(t0, _mm_mul_ps(d0, s));
-      _mm_store_ps(t1, _mm_mul_ps(d1, s));
-      for (int64_t r = 0; r < live_rows; ++r) {
-        out[(r0 + r) * out_stride + j0] = t0[r];
-        if (pair) out[(r0 + r) * out_stride + j0 + 1] = t1[r];
+      const bool two_keys = j0 + 1 < count;
+      alignas(16) float t[4];
+      _mm_store_ps(t, _mm_mul_ps(dot_2x2(q0, q1, k0, two_keys ? k0 + k_stride : k0, n), s));
+      out0[j0] = t[0];
+      if (two_rows) out1[j0] = t[1];
+      if (two_keys) {
+        out0[j0 + 1] = t[2];
+        if (two_rows) out1[j0 + 1] = t[3];
       }
     }
   }
