@@ -124,6 +124,17 @@ def test_zen_run_prints_the_summary_and_the_trace(tmp_path):
                '{"method": "ngram", "adaptive": false}', "--spec-trace", trace, check=True)
     assert spec.stdout == plain.stdout
     assert "speculation:" in spec.stderr and "acceptance by position:" in spec.stderr
-    lines = [json.loads(l) for l in trace.read_text().splitlines()]
+    records = [json.loads(l) for l in trace.read_text().splitlines()]
+    lines = [l for l in records if l["kind"] == "verify"]
+    steps = [l for l in records if l["kind"] == "step"]
     assert lines and all({"step", "seq", "pos", "drafted", "accepted", "draft"} <= l.keys() for l in lines)
     assert all(0 <= l["accepted"] <= l["drafted"] == len(l["draft"]) for l in lines)
+    # One line per step after its verifications: its size, drafts and emitted tokens add up
+    # with them, and the controller's price of it is next to what it took.
+    assert len(steps) == len({l["step"] for l in records}) and {l["kind"] for l in records} == {"verify", "step"}
+    for s in steps:
+        mine = [l for l in lines if l["step"] == s["step"]]
+        assert s["draft_tokens"] == sum(l["drafted"] for l in mine)
+        assert s["tokens"] >= s["draft_tokens"] + len(mine) and s["emitted"] >= len(mine)
+        assert s["seconds"] > 0 and s["draft_seconds"] >= 0 and s["predicted_seconds"] >= 0
+    assert sum(s["emitted"] for s in steps) == 24  # every generated token, the prompt's first included

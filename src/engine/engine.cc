@@ -241,6 +241,9 @@ struct Engine::Impl {
   void draft(const EngineOptions& o, int64_t context_window);
   // Records a verification for the counters, the controller and the trace.
   void record_verify(const Sequence& seq, int64_t pos, std::span<const int32_t> draft, const spec::Verdict& v);
+  // The trace's line for a whole step (after its verifications): what the controller decided
+  // and measured, so its cost model can be checked against the steps it priced.
+  void trace_step(int64_t tokens, int64_t emitted, double draft_seconds, double seconds);
 
   const ModelConfig& cfg;
   KvPool kv;
@@ -516,6 +519,17 @@ void Engine::Impl::draft(const EngineOptions& o, int64_t context_window) {
   }
 }
 
+void Engine::Impl::trace_step(int64_t tokens, int64_t emitted, double draft_seconds, double seconds) {
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "{\"kind\":\"step\",\"step\":%lld,\"tokens\":%lld,\"draft_tokens\":%lld,\"emitted\":%lld,"
+                "\"mean_k\":%.3f,\"draft_seconds\":%.6f,\"seconds\":%.6f,\"predicted_seconds\":%.6f}\n",
+                static_cast<long long>(step_index), static_cast<long long>(tokens),
+                static_cast<long long>(spec_delta.spec_draft_tokens), static_cast<long long>(emitted), controller->mean_k(),
+                draft_seconds, seconds, controller->cost().predict(tokens));
+  trace << line;
+}
+
 void Engine::Impl::record_verify(const Sequence& seq, int64_t pos, std::span<const int32_t> draft, const spec::Verdict& v) {
   const auto k = static_cast<int32_t>(draft.size());
   if (k == 0) return;
@@ -526,7 +540,7 @@ void Engine::Impl::record_verify(const Sequence& seq, int64_t pos, std::span<con
   spec_delta.spec_accepted_tokens += v.accepted;
   for (int32_t i = 0; i < v.accepted; ++i) spec_delta.spec_accepted_per_pos[static_cast<size_t>(i)] += 1;
   if (trace.is_open()) {
-    trace << "{\"step\":" << step_index << ",\"seq\":" << seq.id << ",\"pos\":" << pos << ",\"drafted\":" << k
+    trace << "{\"kind\":\"verify\",\"step\":" << step_index << ",\"seq\":" << seq.id << ",\"pos\":" << pos << ",\"drafted\":" << k
           << ",\"accepted\":" << v.accepted << ",\"draft\":[";
     for (int32_t i = 0; i < k; ++i) trace << (i ? "," : "") << draft[static_cast<size_t>(i)];
     trace << "]}\n";
@@ -564,6 +578,7 @@ bool Engine::step() {
   for (uint64_t id : aborts)
     if (auto it = m.seqs.find(id); it != m.seqs.end()) finish(*it->second, "abort", {});
 
+  const auto step_start = Sequence::Clock::now();
   try {
     m.draft(options_, context_window());
   } catch (const std::exception& e) {
@@ -575,6 +590,7 @@ bool Engine::step() {
       seq->draft_states.clear();
     }
   }
+  const double draft_seconds = std::chrono::duration<double>(Sequence::Clock::now() - step_start).count();
   std::vector<ScheduledSeq> plan = m.scheduler.schedule();
   // Drafts the budget left out are forgotten; verified ones need a logits row per token.
   for (Sequence* seq : m.scheduler.running()) {
@@ -712,8 +728,11 @@ bool Engine::step() {
     }
     // A step's cost for the controller: the forward and what every row costs after it
     // (sampling, verification, logprobs, streaming), which plain decoding pays per token too.
-    if (m.controller && error.empty())
-      m.controller->record_step(step_tokens, std::chrono::duration<double>(Sequence::Clock::now() - t0).count() - aside);
+    if (m.controller && error.empty()) {
+      const double seconds = std::chrono::duration<double>(Sequence::Clock::now() - t0).count() - aside;
+      if (m.trace.is_open()) m.trace_step(step_tokens, generated, draft_seconds, seconds);
+      m.controller->record_step(step_tokens, seconds);
+    }
     if (!committed.empty()) {
       try {
         m.proposer->commit(committed, m.runner.taps());
