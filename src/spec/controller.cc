@@ -222,14 +222,24 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
   for (size_t s = 0; s < best_len; ++s) ++cands[order[s]].max_k;
   for (const Candidate& c : cands) bets_[c.seq_id] = {c.max_k, 0.0};
   for (size_t s = 0; s < best_len; ++s) bets_[cands[order[s]].seq_id].expected += gains[s] / scale;
-  if (base_time > 0) probe(cands, room, draft_budget, proposer_seconds != nullptr);
+  if (base_time > 0)
+    probe(cands, room, draft_budget, base_tokens + static_cast<int64_t>(best_len), proposer_seconds != nullptr);
   mean_k_ = static_cast<double>(drafts_of(cands)) / static_cast<double>(cands.size());
 }
 
 // The first call of a step (asking) counts idle steps and asks due sequences for one draft; the
 // second (drafts in hand) verifies it even where the allocation says no.
-void Controller::probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking) {
+void Controller::probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget,
+                       int64_t step_tokens, bool asking) {
   int64_t total = drafts_of(cands);
+  // What a sequence's idle step puts aside, and what a probe costs (one token more in the step).
+  const double step_seconds = cost_.predict(step_tokens);
+  const double set_aside = kProbeShare * step_seconds / static_cast<double>(cands.size());
+  int64_t probes_added = 0;
+  auto probe_cost = [&] {
+    const int64_t n = step_tokens + probes_added;
+    return std::max(0.0, cost_.predict(n + 1) - cost_.predict(n));
+  };
   for (size_t i = 0; i < cands.size(); ++i) {
     Candidate& c = cands[i];
     Probe& p = probes_[c.seq_id];
@@ -242,13 +252,19 @@ void Controller::probe(std::span<Candidate> cands, std::span<const int32_t> room
       p.pending = false;
       continue;
     }
-    if (asking && ++p.idle >= p.interval) {
-      p.idle = 0;
-      p.interval = std::min(2 * p.interval, kMaxProbeInterval);
-      p.pending = true;
+    if (asking) {
+      ++p.idle;
+      p.saved += set_aside;
+      if (p.idle >= p.interval && p.saved >= probe_cost()) {
+        p.idle = 0;
+        p.saved = 0;
+        p.interval = std::min(2 * p.interval, kMaxProbeInterval);
+        p.pending = true;
+      }
     }
     if (p.pending) {
       c.max_k = 1;
+      ++probes_added;
       // A probe counts towards the calibration too: without it, one that fell far enough
       // would draft nothing more and never learn that the estimates had become right.
       bets_[c.seq_id] = {1, acceptance(c.seq_id, 1)[0]};

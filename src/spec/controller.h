@@ -95,11 +95,17 @@ class Controller {
   // acceptance changed (a request that starts copying its prompt, after a warm-up on prose
   // taught the global average to expect nothing): after kFirstProbe steps without drafts it
   // verifies one draft anyway, and the wait doubles after each probe up to kMaxProbeInterval
-  // (back to kFirstProbe once one is accepted). At zero acceptance that costs one extra token
-  // in a step about every 8, 16, 32, ... steps: under 1.5% of a 256-token request's steps on a
-  // CPU where a 2-token step costs 1.6 plain ones.
+  // (back to kFirstProbe once one is accepted). A probe is also paid for: each idle step puts
+  // kProbeShare of the sequence's share of the step's time aside (the step's predicted time
+  // over its sequences), and a probe waits until that covers what one more token adds to the
+  // step. Alone on a CPU (a 2-token step 1.3-1.6 plain ones) that is about the backoff's own
+  // pace; in a compute-bound batch, where a draft costs about what a sequence's own token does,
+  // it holds probes to kProbeShare of the time (16 sequences whose probes were accepted every
+  // other time spent 7% of a compute-bound CPU's time on them; the closed-loop simulation's
+  // worst case at 16 sequences rose from 0.978x to 0.983x plain decoding).
   static constexpr int32_t kFirstProbe = 8;
   static constexpr int32_t kMaxProbeInterval = 128;
+  static constexpr double kProbeShare = 0.04;
   // How fast acceptance counts fade (per verification at a position): a request follows its
   // own change of pace within about 10 verifications; all requests' rates within about 200.
   static constexpr double kRequestForget = 0.9;
@@ -150,6 +156,7 @@ class Controller {
   struct Probe {
     int32_t idle = 0;                  // steps with room but no drafts since the last verification
     int32_t interval = kFirstProbe;    // idle steps before the next probe
+    double saved = 0;                  // seconds put aside for the next probe
     bool pending = false;              // asked for a probe's draft this step
   };
   std::unordered_map<uint64_t, Probe> probes_;
@@ -160,7 +167,9 @@ class Controller {
   std::unordered_map<uint64_t, Bet> bets_;
   double bet_expected_ = 5, bet_realised_ = 5;  // start at 1: no evidence of bias yet
   // After the greedy allocation: gives due sequences their probe (room: each one's max_k in).
-  void probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, bool asking);
+  // step_tokens: the step's tokens with the drafts allotted.
+  void probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, int64_t step_tokens,
+             bool asking);
   double mean_k_ = 0;
 };
 
