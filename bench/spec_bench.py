@@ -199,6 +199,8 @@ class Server:
             cmd += ["--threads", str(args.threads)]
         if spec is not None:
             cmd += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+            if args.spec_trace:  # next to the log: one line per verification and per step
+                cmd += ["--spec-trace", os.path.splitext(log_path)[0] + ".trace.jsonl"]
         if not args.prefix_cache:
             cmd.append("--no-prefix-cache")
         cmd += shlex.split(args.server_args)
@@ -603,6 +605,10 @@ def parse_args():
                     help="keep the server's prefix cache (default off: prompts repeat across cells and within "
                     "big cells, and cache hits would make a cell's prefill depend on what ran before)")
     ap.add_argument("--server-args", default="", help="extra server flags, e.g. '--kv-memory 8G'")
+    ap.add_argument("--spec-trace", action="store_true",
+                    help="speculative servers write --spec-trace to server-<config>-r<repeat>.trace.jsonl in the "
+                    "output folder (a line per verification and per step: the controller's cost model against "
+                    "each step's time); --server-args would pass it to `none` too, which refuses it")
     ap.add_argument("--prompts-dir", default=os.path.join(ROOT, "bench", "prompts"), help="default bench/prompts")
     ap.add_argument("--out", help="output folder (default bench/results/spec-<timestamp>)")
     ap.add_argument("--request-timeout", type=float, default=900, help="seconds per request (default 900)")
