@@ -295,9 +295,9 @@ class GuessStream {  // whether the proposer's guess for each next token is righ
 
 // Emitted tokens per second over plain decoding's, for `seqs` requests decoding together.
 double simulate(double p, double persist, uint32_t seed, int seqs = 1, double noise = 0, int steps = 3000,
-                StepSeconds cpu_step_seconds = ::zen::spec::cpu_step_seconds) {
+                StepSeconds step_seconds = cpu_step_seconds) {
   Controller c({.adaptive = true, .num_speculative_tokens = 16});
-  for (const int64_t n : {int64_t{64}, int64_t{seqs}}) c.record_step(n, cpu_step_seconds(n));  // the prompts, a first decode
+  for (const int64_t n : {int64_t{64}, int64_t{seqs}}) c.record_step(n, step_seconds(n));  // the prompts, a first decode
   std::vector<GuessStream> streams;
   for (int i = 0; i < seqs; ++i) streams.emplace_back(p, persist, seed * 1000 + static_cast<uint32_t>(i));
   std::mt19937 rng(seed);
@@ -318,23 +318,23 @@ double simulate(double p, double persist, uint32_t seed, int seqs = 1, double no
       tokens += k;
       emitted += 1 + accepted;
     }
-    const double t = cpu_step_seconds(tokens) * jitter(rng);
+    const double t = step_seconds(tokens) * jitter(rng);
     c.record_step(tokens, t);
     seconds += t;
   }
-  return emitted / seconds * cpu_step_seconds(seqs) / seqs;
+  return emitted / seconds * step_seconds(seqs) / seqs;
 }
 
 // Never below 0.97x plain decoding, whatever the acceptance and however it comes, alone or
 // in a batch, with steady or jittery step times; clearly faster alone where drafts are mostly
 // right.
 TEST(Controller, NeverLosesInClosedLoop) {
-  for (const StepSeconds cost : {&cpu_step_seconds, &compute_bound_step_seconds})
+  for (const StepSeconds cost : {&cpu_step_seconds, &compute_bound_step_seconds}) {
+    const bool bound = cost == &compute_bound_step_seconds;
     for (const int seqs : {1, 16})
       for (const double noise : {0.0, 0.2})
         for (const double persist : {0.0, 0.5, 0.9})
           for (const double p : {0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95}) {
-            const bool bound = cost == &compute_bound_step_seconds;
             double worst = 1e9;
             for (uint32_t seed = 1; seed <= 2; ++seed)
               worst = std::min(worst, simulate(p, persist, seed, seqs, noise, seqs == 1 ? 3000 : 400, cost));
@@ -344,6 +344,7 @@ TEST(Controller, NeverLosesInClosedLoop) {
               EXPECT_GE(worst, 1.25) << "noise " << noise << ", p " << p << ", persist " << persist;
             }
           }
+  }
 }
 
 // In a compute-bound batch a probe costs about what a sequence's own token does: 16 idle
