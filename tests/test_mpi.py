@@ -89,9 +89,10 @@ PP = ["--pipeline-parallel-size", "2"]
 
 
 @pytest.mark.parametrize("model,flags", [
-    ("qwen2_moe_shared", EP), ("qwen3_moe_step2", EP), ("qwen3_moe_bf16_tied.gguf", EP),  # MoE
+    ("qwen2_moe_shared", EP), ("qwen3_moe_step2", EP), ("qwen3_moe_bf16_tied.gguf", EP),  # MoE, whole experts
+    ("qwen2_moe_shared", TP), ("qwen3_moe_bf16_tied.gguf", TP),  # MoE, every expert sliced
     ("qwen3_5_text_f32", TP), ("qwen3_next_f32", TP), ("qwen3_5_tied_f32.gguf", TP),  # hybrid
-    ("qwen3_5_moe_bf16", EP),  # hybrid MoE
+    ("qwen3_5_moe_bf16", EP), ("qwen3_5_moe_bf16", TP),  # hybrid MoE
     ("qwen3_5_text_f32", PP), ("qwen3_next_f32", PP), ("qwen3_5_moe_bf16", PP)],  # hybrid stages
     ids=lambda v: v if isinstance(v, str) else "-".join(f.lstrip("-").split("-")[0] for f in v if f.startswith("--")))
 def test_two_ranks_equal_one_process_on_moe_and_hybrid_fixtures(model, flags):
@@ -109,7 +110,7 @@ GRID = ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]
 
 @pytest.mark.parametrize("model,flags", [
     ("qwen3_bf16_tied", GRID), ("qwen3_moe_bf16_tied.gguf", GRID + ["--enable-expert-parallel"]),
-    ("qwen3_5_text_f32", GRID)], ids=["dense-tied", "moe-ep", "hybrid"])
+    ("qwen3_moe_bf16_tied.gguf", GRID), ("qwen3_5_text_f32", GRID)], ids=["dense-tied", "moe-ep", "moe-tp", "hybrid"])
 def test_a_grid_of_two_stages_of_two_ranks_equals_one_process(model, flags):
     """Tensor parallelism inside each of two pipeline stages: 4 ranks, each stage's all-reduces
     on its own sub-communicator, hidden states from rank r of stage 0 to rank r of stage 1."""
@@ -123,8 +124,6 @@ def test_a_grid_of_two_stages_of_two_ranks_equals_one_process(model, flags):
 
 
 def test_what_does_not_split_is_refused_with_the_reason():
-    moe = mpirun("run", "--model", FIXTURES / "qwen2_moe_shared", "--prompt-ids", "1", "--tensor-parallel-size", "2")
-    assert moe.returncode != 0 and "--enable-expert-parallel" in moe.stderr, moe.stderr
     # An intermediate size of one Q8_0 block cannot be cut in two.
     q8 = mpirun("run", "--model", FIXTURES / "qwen3_5_tied_q8_0.gguf", "--prompt-ids", "1", "--tensor-parallel-size", "2")
     assert q8.returncode != 0 and "the intermediate size 32 in blocks of 32 leaves rank 1 no rows" in q8.stderr, q8.stderr

@@ -41,7 +41,7 @@ std::vector<FlagSpec> with_parallel_flags(std::vector<FlagSpec> specs) {
   specs.push_back({"tensor-parallel-size", FlagKind::Int,
                    "split every layer over this many MPI ranks (launch with mpirun -np N; default 1)", {}});
   specs.push_back({"pipeline-parallel-size", FlagKind::Int, "split the layers into this many stages of --tensor-parallel-size ranks each (mpirun -np T x P; default 1)", {}});
-  specs.push_back({"enable-expert-parallel", FlagKind::Bool, "MoE layers: whole experts per rank (E / T each; the shared expert and the rest split by tensor parallelism)", {}});
+  specs.push_back({"enable-expert-parallel", FlagKind::Bool, "MoE layers: whole experts per rank (E / T each) instead of every expert sliced; the shared expert and the rest split by tensor parallelism either way", {}});
   return specs;
 }
 

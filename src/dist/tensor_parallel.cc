@@ -31,9 +31,9 @@ std::string tensor_parallel_problem(const ModelConfig& cfg, int t, bool expert_p
   plan::Layout layout;
   layout.tp = t;
   if (std::string p = plan::layout_problem(cfg, layout); !p.empty()) return p;
-  if (cfg.num_experts > 0 && !expert_parallel)
-    return "a mixture-of-experts model splits its experts over the ranks: add --enable-expert-parallel "
-           "(slicing every expert over the ranks is not implemented)";
+  if (cfg.num_experts > 0 && expert_parallel && cfg.num_experts < t)
+    return detail::concat(cfg.num_experts, " experts leave some of ", t,
+                          " expert-parallel ranks none: drop --enable-expert-parallel to slice every expert");
   return "";
 }
 

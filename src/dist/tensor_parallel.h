@@ -34,8 +34,9 @@ Range split(int64_t n, int parts, int part, int64_t unit = 1);
 struct TensorParallel {
   Communicator* comm = nullptr;  // the job's ranks; null or size 1: one process
   Communicator* stage_comm = nullptr;  // a grid's: this rank's stage (split_stages); else null
-  // MoE layers: whole experts per rank (--enable-expert-parallel); the shared expert and
-  // everything else still split as above. Slicing every expert instead is not implemented.
+  // MoE layers: whole experts per rank (--enable-expert-parallel), else every expert sliced
+  // like an MLP (gate/up rows, down columns: vLLM's default); the shared expert and everything
+  // else split as above either way.
   bool expert_parallel = false;
   int pipeline_stages = 1;  // P (--pipeline-parallel-size): whole layers per stage
   bool active() const { return comm != nullptr && comm->size() > 1; }  // several ranks, any layout
@@ -67,7 +68,7 @@ struct HeadShard {
 HeadShard head_shard(const ModelConfig& cfg, int t, int r);
 
 // Why cfg cannot run with tensor parallel size t ("" when it can): heads that do not split,
-// model kinds not sharded yet, a MoE model without expert parallelism.
+// model kinds not sharded yet, more expert-parallel ranks than experts.
 std::string tensor_parallel_problem(const ModelConfig& cfg, int t, bool expert_parallel);
 // Why cfg cannot run in P pipeline stages ("" when it can).
 std::string pipeline_problem(const ModelConfig& cfg, int stages);

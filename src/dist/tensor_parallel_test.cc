@@ -274,6 +274,13 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelFixtures,
                                            TpCase{"qwen3_moe_f32", 2, true}, TpCase{"qwen3_moe_f32", 4, true},
                                            TpCase{"qwen3_moe_step2", 2, true}, TpCase{"qwen2_moe_shared", 2, true},
                                            TpCase{"qwen3_moe_bf16_tied.gguf", 2, true},
+                                           // Tensor parallel MoE (vLLM's default): every expert's
+                                           // rows split, HF per-expert and GGUF stacked tensors.
+                                           TpCase{"qwen3_moe_f32", 2}, TpCase{"qwen3_moe_f32", 4},
+                                           TpCase{"qwen3_moe_step2", 2}, TpCase{"qwen2_moe_shared", 2},
+                                           TpCase{"qwen3_moe_bf16_tied.gguf", 2},
+                                           TpCase{"qwen3_5_moe_bf16", 2}, TpCase{"qwen3_next_moe_bf16", 2},
+                                           TpCase{"qwen3_5_moe_tied_f32.gguf", 2},
                                            // Hybrid: attention heads, Gated DeltaNet key heads with
                                            // their value heads (separate and fused projections).
                                            TpCase{"qwen3_5_text_f32", 2}, TpCase{"qwen3_next_f32", 2},
@@ -293,6 +300,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelFixtures,
                                            TpCase{"llama_f32", 4, false, false, 2},
                                            TpCase{"qwen3_bf16_tied", 4, false, false, 2},
                                            TpCase{"qwen3_moe_bf16_tied.gguf", 4, true, false, 2},
+                                           TpCase{"qwen3_moe_bf16_tied.gguf", 4, false, false, 2},
                                            TpCase{"qwen3_5_text_f32", 4, false, false, 2},
                                            TpCase{"qwen3_5_tied_f32.gguf", 4, false, false, 2}),
                          [](const auto& info) {
@@ -306,10 +314,15 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelFixtures,
                          });
 
 // The engine on rank 0 (scheduling, prefix cache, preemption) with 16 requests at once and a
-// pool small enough to preempt: every request's tokens equal the single-process engine's.
-TEST(TensorParallel, EngineAtConcurrency16WithPreemptionMatchesOneProcess) {
-  auto one = single(fixture("qwen3_f32"));
-  TpModel tp(fixture("qwen3_f32"), 2);
+// pool small enough to preempt: every request's tokens equal the single-process engine's; on a
+// dense model and on a MoE one whose every expert is sliced.
+class TensorParallelEngine : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Models, TensorParallelEngine, ::testing::Values("qwen3_f32", "qwen3_moe_step2"));
+
+TEST_P(TensorParallelEngine, AtConcurrency16WithPreemptionMatchesOneProcess) {
+  auto one = single(fixture(GetParam()));
+  TpModel tp(fixture(GetParam()), 2);
   const auto prompts = test::random_prompts(16, 5, 40, static_cast<int32_t>(one->config().vocab_size), 7);
   const RequestParams params = test::greedy(40);
   Engine e1(*one, test::pool_of(*one, 24, 64));
@@ -399,6 +412,7 @@ TEST(TensorParallel, CollectivesPerForwardAreThePlannersAtF32) {
   for (const bool argmax_only : {false, true}) {
     expect_planner_collectives("qwen3_f32", false, argmax_only);
     expect_planner_collectives("qwen3_moe_step2", true, argmax_only);
+    expect_planner_collectives("qwen3_moe_step2", false, argmax_only);  // every expert sliced
   }
 }
 
@@ -439,7 +453,6 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
     }
   };
   expect_refusal("qwen3_f32", 3, "query heads do not split");
-  expect_refusal("qwen2_moe_shared", 2, "--enable-expert-parallel");
   try {
     TpModel pp(fixture("qwen3_f32"), 4, false, false, 4);
     ADD_FAILURE() << "2 layers loaded in 4 pipeline stages";

@@ -171,25 +171,12 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
   if (opts.strict) c.require_clean();
 }
 
-// Expert parallel: this rank's whole routed experts, and its rows of the shared expert's
-// intermediate (cut on the blocks of its down projection's columns).
+// This rank's MoE share: whole experts (expert parallel) or every expert's rows, and rows of
+// the shared expert's intermediate (cut on the blocks of the down projections' columns).
 MoeShard DenseModel::moe_shard(const WeightNames& names, int layer, const QuantConfig& quant) {
-  MoeShard shard;
-  const int t = tp_.size(), r = tp_.rank();
-  if (t == 1) return shard;
-  shard.whole = false;
-  shard.experts = dist::split(cfg_.num_experts, t, r);
-  const int64_t Is = cfg_.shared_expert_intermediate_size;
-  if (Is == 0) return shard;
-  const std::string down = ckpt_->format() == CheckpointFormat::Gguf
-                               ? "blk." + std::to_string(layer) + ".ffn_down_shexp.weight"
-                               : names.moe_prefix(layer) + ".shared_expert.down_proj.weight";
-  const int64_t unit = Linear::column_block(*ckpt_, down, quant);
-  shard.shared_rows = dist::split(Is, t, r, unit);
-  if (shard.shared_rows.size() == 0)
-    fail("--tensor-parallel-size ", t, ": the shared expert's intermediate size ", Is, " in blocks of ", unit,
-         " leaves rank ", r, " no rows");
-  return shard;
+  if (tp_.size() == 1) return {};
+  return zen::moe_shard(cfg_, tp_.size(), tp_.rank(), tp_.config().expert_parallel,
+                        moe_column_blocks(*ckpt_, names.moe_prefix(layer), quant));
 }
 
 void DenseModel::ensure_buffers(int64_t n) {

@@ -139,12 +139,15 @@ void HybridModel::plan_shares(const QuantConfig& quant) {
   const int t = tp_.size(), r = tp_.rank();
   const std::string& root = cfg_.text_prefix;
   auto layer = [&](int64_t i) { return gguf ? "blk." + std::to_string(i) + "." : root + "layers." + std::to_string(i) + "."; };
-  int64_t inter_unit = 1, shared_unit = 1;
+  int64_t inter_unit = 1;
+  MoeColumnBlocks moe_blocks;  // over every MoE layer
   bool any_dense_mlp = false;
   for (int64_t i = 0; i < cfg_.num_layers; ++i) {
     if (cfg_.is_sparse_layer(i)) {
-      const std::string down = layer(i) + (gguf ? "ffn_down_shexp.weight" : "mlp.shared_expert.down_proj.weight");
-      shared_unit = std::lcm(shared_unit, Linear::column_block(c, down, quant));
+      const std::string prefix = layer(i);
+      const MoeColumnBlocks b = moe_column_blocks(c, prefix.substr(0, prefix.size() - 1) + (gguf ? "" : ".mlp"), quant);
+      moe_blocks.experts = std::lcm(moe_blocks.experts, b.experts);
+      moe_blocks.shared = std::lcm(moe_blocks.shared, b.shared);
     } else {
       any_dense_mlp = true;
       const std::string down = layer(i) + (gguf ? "ffn_down.weight" : "mlp.down_proj.weight");
@@ -155,14 +158,7 @@ void HybridModel::plan_shares(const QuantConfig& quant) {
   shares_.gdn.whole = false;
   shares_.gdn.key_heads = dist::split(cfg_.linear_num_key_heads, t, r);
   shares_.intermediate = dist::split(cfg_.intermediate_size, t, r, inter_unit);
-  if (cfg_.num_experts > 0) {
-    shares_.moe.whole = false;
-    shares_.moe.experts = dist::split(cfg_.num_experts, t, r);
-    shares_.moe.shared_rows = dist::split(cfg_.shared_expert_intermediate_size, t, r, shared_unit);
-    if (cfg_.shared_expert_intermediate_size > 0 && shares_.moe.shared_rows.size() == 0)
-      fail("--tensor-parallel-size ", t, ": the shared expert's intermediate size ",
-           cfg_.shared_expert_intermediate_size, " in blocks of ", shared_unit, " leaves rank ", r, " no rows");
-  }
+  if (cfg_.num_experts > 0) shares_.moe = moe_shard(cfg_, t, r, tp_.config().expert_parallel, moe_blocks);
   if (any_dense_mlp && shares_.intermediate.size() == 0)
     fail("--tensor-parallel-size ", t, ": the intermediate size ", cfg_.intermediate_size, " in blocks of ", inter_unit,
          " leaves rank ", r, " no rows");

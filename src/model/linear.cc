@@ -395,16 +395,25 @@ Linear Linear::bind_slice(Checkpoint& c, const std::string& weight_name, std::ve
                           const std::vector<dist::Range>& cols, Use use) {
   Linear full = bind(c, weight_name, shape, quant, Use::Rows);
   if (!full.valid()) return full;
+  if (rows.size() == 1 && rows[0] == dist::Range{0, full.rows} && cols.size() == 1 &&
+      cols[0] == dist::Range{0, full.cols}) {
+    if (use == Use::Matmul) full.prepare_matmul(c);
+    return full;
+  }
+  return slice(c, full, rows, cols, use);
+}
+
+Linear Linear::slice(const Checkpoint& c, const Linear& full, const std::vector<dist::Range>& rows,
+                     const std::vector<dist::Range>& cols, Use use) {
+  ZEN_CHECK(full.valid() && full.owned == nullptr && full.packed == nullptr, full.name,
+            ": only a tensor as stored can be sliced");
+  const std::string& weight_name = full.name;
   const int64_t N = full.rows, K = full.cols;
   ZEN_CHECK(!rows.empty() && !cols.empty(), weight_name, ": empty slice");
   for (const dist::Range& r : rows)
     ZEN_CHECK(r.begin >= 0 && r.begin <= r.end && r.end <= N, weight_name, ": slice out of range");
   for (const dist::Range& r : cols)
     ZEN_CHECK(r.begin >= 0 && r.begin < r.end && r.end <= K, weight_name, ": slice out of range");
-  if (rows.size() == 1 && rows[0] == dist::Range{0, N} && cols.size() == 1 && cols[0] == dist::Range{0, K}) {
-    if (use == Use::Matmul) full.prepare_matmul(c);
-    return full;
-  }
   const std::string what = slice_name(weight_name, rows, cols);
   auto require_unit = [&](int64_t unit, const std::string& of) {
     for (const dist::Range& r : cols)

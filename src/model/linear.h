@@ -104,6 +104,10 @@ struct Linear {
   static Linear bind_slice(Checkpoint& ckpt, const std::string& weight_name, std::vector<int64_t> shape,
                            const QuantConfig& quant, const std::vector<dist::Range>& rows,
                            const std::vector<dist::Range>& cols, Use use = Use::Matmul);
+  // Rows x cols of a Linear bound as stored (bind with Use::Rows, or a view of a stacked
+  // tensor), copied as bind_slice copies them; c is the checkpoint the view's pages come from.
+  static Linear slice(const Checkpoint& c, const Linear& full, const std::vector<dist::Range>& rows,
+                      const std::vector<dist::Range>& cols, Use use = Use::Matmul);
   // The column granularity a slice of `weight_name` must keep: the GGUF block, 32 for NVFP4,
   // the scale tile for block-scaled FP8, else 1 (also when the tensor is absent).
   static int64_t column_block(const Checkpoint& ckpt, const std::string& weight_name, const QuantConfig& quant);

@@ -50,18 +50,24 @@ const TensorView* take_stacked(Checkpoint& c, const std::string& name, const std
   return t;
 }
 
-// Experts stacked as one tensor per projection: [E, rows_per_expert, cols].
-// Only the experts in `local` are viewed (an expert-parallel rank maps no other expert's pages).
+// Experts stacked as one tensor per projection: [E, rows_per_expert, cols]; of each expert in
+// `local`, the rows [rows) of the take_rows at row_offset and the columns [cols). Whole experts
+// are viewed in place (an expert-parallel rank maps no other expert's pages); a tensor-parallel
+// rank's rows or columns are copied (Linear::slice).
 void bind_stacked(Checkpoint& c, std::deque<TensorView>& views, const std::string& name, int64_t E,
                   int64_t rows_per_expert, int64_t cols, int64_t take_rows, int64_t row_offset,
-                  std::vector<MoeExpert>& experts, Linear MoeExpert::*field, dist::Range local) {
+                  std::vector<MoeExpert>& experts, Linear MoeExpert::*field, dist::Range local, dist::Range rows,
+                  dist::Range col_range) {
   // The fused gate_up tensor is bound twice (gate rows, then up rows); it is taken once.
   const std::vector<int64_t> shape = {E, rows_per_expert, cols};
   const TensorView* t = row_offset == 0 ? take_stacked(c, name, shape) : c.peek(name);
   if (t == nullptr || t->shape != shape || !kernels::is_supported_weight_dtype(t->dtype)) return;
-  for (int64_t e = local.begin; e < local.end; ++e)
-    experts[static_cast<size_t>(e)].*field = view_linear(views, *t, name + "[" + std::to_string(e) + "]",
-                                                         e * rows_per_expert + row_offset, take_rows, cols);
+  const bool whole = rows == dist::Range{0, take_rows} && col_range == dist::Range{0, cols};
+  for (int64_t e = local.begin; e < local.end; ++e) {
+    Linear expert = view_linear(views, *t, name + "[" + std::to_string(e) + "]", e * rows_per_expert + row_offset,
+                                take_rows, cols);
+    experts[static_cast<size_t>(e)].*field = whole ? expert : Linear::slice(c, expert, {rows}, {col_range});
+  }
 }
 
 bool all_valid(const MoeExpert& e) { return e.gate.valid() && e.up.valid() && e.down.valid(); }
@@ -110,6 +116,44 @@ bool MoeWeights::valid() const {
   return shape.shared_intermediate == 0 || (all_valid(shared) && shared_gate.valid());
 }
 
+MoeColumnBlocks moe_column_blocks(const Checkpoint& c, const std::string& prefix, const QuantConfig& quant) {
+  const std::string p = prefix + ".";
+  MoeColumnBlocks b;
+  if (c.format() == CheckpointFormat::Gguf) {
+    b.experts = Linear::column_block(c, p + "ffn_down_exps.weight", quant);
+    b.shared = Linear::column_block(c, p + "ffn_down_shexp.weight", quant);
+  } else {
+    b.experts = Linear::column_block(
+        c, c.has(p + "experts.down_proj") ? p + "experts.down_proj" : p + "experts.0.down_proj.weight", quant);
+    b.shared = Linear::column_block(c, p + "shared_expert.down_proj.weight", quant);
+  }
+  return b;
+}
+
+MoeShard moe_shard(const ModelConfig& cfg, int t, int r, bool expert_parallel, const MoeColumnBlocks& blocks) {
+  MoeShard shard;
+  if (t == 1) return shard;
+  shard.whole = false;
+  const int64_t I = cfg.moe_intermediate_size, Is = cfg.shared_expert_intermediate_size;
+  if (expert_parallel) {
+    shard.experts = dist::split(cfg.num_experts, t, r);
+    shard.expert_rows = {0, I};
+  } else {
+    shard.experts = {0, cfg.num_experts};
+    shard.expert_rows = dist::split(I, t, r, blocks.experts);
+    if (shard.expert_rows.size() == 0)
+      fail("--tensor-parallel-size ", t, ": the experts' intermediate size ", I, " in blocks of ", blocks.experts,
+           " leaves rank ", r, " no rows (--enable-expert-parallel splits whole experts instead)");
+  }
+  if (Is > 0) {
+    shard.shared_rows = dist::split(Is, t, r, blocks.shared);
+    if (shard.shared_rows.size() == 0)
+      fail("--tensor-parallel-size ", t, ": the shared expert's intermediate size ", Is, " in blocks of ",
+           blocks.shared, " leaves rank ", r, " no rows");
+  }
+  return shard;
+}
+
 MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const ModelConfig& cfg, const QuantConfig& quant,
                     const MoeShard& shard) {
   return bind_moe(c, prefix, MoeShape::from_config(cfg), quant, shard);
@@ -123,9 +167,11 @@ MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const MoeShape& sh
   const int64_t H = shape.hidden, E = shape.num_experts, I = shape.expert_intermediate;
   const int64_t Is = shape.shared_intermediate;
   const dist::Range local = shard.whole ? dist::Range{0, E} : shard.experts;
+  const dist::Range rows = shard.whole ? dist::Range{0, I} : shard.expert_rows;
   const dist::Range shared_rows = shard.whole ? dist::Range{0, Is} : shard.shared_rows;
-  ZEN_CHECK(local.begin >= 0 && local.begin <= local.end && local.end <= E && shared_rows.begin >= 0 &&
-                shared_rows.end <= Is && (Is == 0 || shared_rows.size() > 0),
+  ZEN_CHECK(local.begin >= 0 && local.begin <= local.end && local.end <= E && rows.begin >= 0 && rows.end <= I &&
+                rows.size() > 0 && shared_rows.begin >= 0 && shared_rows.end <= Is &&
+                (Is == 0 || shared_rows.size() > 0),
             "bind_moe: invalid shard of ", prefix);
   MoeWeights w;
   w.shape = shape;
@@ -135,10 +181,10 @@ MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const MoeShape& sh
   auto bind = [&](const std::string& name, int64_t rows, int64_t cols) {
     return Linear::bind(c, name, {rows, cols}, quant);
   };
+  const dist::Range all_h{0, H};
   // The shared expert, split by intermediate rows on a shard: gate/up rows, down columns.
   auto bind_shared = [&](const std::string& gate, const std::string& up, const std::string& down) {
     if (shared_rows.size() == Is) return MoeExpert{bind(gate, Is, H), bind(up, Is, H), bind(down, H, Is)};
-    const dist::Range all_h{0, H};
     return MoeExpert{Linear::bind_slice(c, gate, {Is, H}, quant, shared_rows, all_h),
                      Linear::bind_slice(c, up, {Is, H}, quant, shared_rows, all_h),
                      Linear::bind_slice(c, down, {H, Is}, quant, all_h, shared_rows)};
@@ -147,9 +193,10 @@ MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const MoeShape& sh
   if (c.format() == CheckpointFormat::Gguf) {
     const std::string p = prefix + ".";
     w.router = bind(p + "ffn_gate_inp.weight", E, H);
-    bind_stacked(c, *views, p + "ffn_gate_exps.weight", E, I, H, I, 0, w.experts, &MoeExpert::gate, local);
-    bind_stacked(c, *views, p + "ffn_up_exps.weight", E, I, H, I, 0, w.experts, &MoeExpert::up, local);
-    bind_stacked(c, *views, p + "ffn_down_exps.weight", E, H, I, H, 0, w.experts, &MoeExpert::down, local);
+    bind_stacked(c, *views, p + "ffn_gate_exps.weight", E, I, H, I, 0, w.experts, &MoeExpert::gate, local, rows, all_h);
+    bind_stacked(c, *views, p + "ffn_up_exps.weight", E, I, H, I, 0, w.experts, &MoeExpert::up, local, rows, all_h);
+    bind_stacked(c, *views, p + "ffn_down_exps.weight", E, H, I, H, 0, w.experts, &MoeExpert::down, local, all_h,
+                 rows);
     if (Is > 0) {
       w.shared = bind_shared(p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight", p + "ffn_down_shexp.weight");
       // llama.cpp stores the shared gate as a vector [H].
@@ -161,9 +208,11 @@ MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const MoeShape& sh
     const std::string p = prefix + ".";
     w.router = bind(p + "gate.weight", E, H);
     if (c.has(p + "experts.gate_up_proj") && !c.has(p + "experts.0.gate_proj.weight")) {
-      bind_stacked(c, *views, p + "experts.gate_up_proj", E, 2 * I, H, I, 0, w.experts, &MoeExpert::gate, local);
-      bind_stacked(c, *views, p + "experts.gate_up_proj", E, 2 * I, H, I, I, w.experts, &MoeExpert::up, local);
-      bind_stacked(c, *views, p + "experts.down_proj", E, H, I, H, 0, w.experts, &MoeExpert::down, local);
+      bind_stacked(c, *views, p + "experts.gate_up_proj", E, 2 * I, H, I, 0, w.experts, &MoeExpert::gate, local, rows,
+                   all_h);
+      bind_stacked(c, *views, p + "experts.gate_up_proj", E, 2 * I, H, I, I, w.experts, &MoeExpert::up, local, rows,
+                   all_h);
+      bind_stacked(c, *views, p + "experts.down_proj", E, H, I, H, 0, w.experts, &MoeExpert::down, local, all_h, rows);
     } else {
       if (local.size() < E) {
         // The other ranks' experts (weights and any scale tensors) are theirs to read.
@@ -176,8 +225,9 @@ MoeWeights bind_moe(Checkpoint& c, const std::string& prefix, const MoeShape& sh
       }
       for (int64_t e = local.begin; e < local.end; ++e) {
         const std::string q = p + "experts." + std::to_string(e) + ".";
-        w.experts[static_cast<size_t>(e)] = {bind(q + "gate_proj.weight", I, H), bind(q + "up_proj.weight", I, H),
-                                             bind(q + "down_proj.weight", H, I)};
+        w.experts[static_cast<size_t>(e)] = {Linear::bind_slice(c, q + "gate_proj.weight", {I, H}, quant, rows, all_h),
+                                             Linear::bind_slice(c, q + "up_proj.weight", {I, H}, quant, rows, all_h),
+                                             Linear::bind_slice(c, q + "down_proj.weight", {H, I}, quant, all_h, rows)};
       }
     }
     if (Is > 0) {
@@ -212,7 +262,7 @@ void moe_route(const MoeWeights& w, const float* xn, int64_t n, ThreadPool& pool
 void moe_forward(const MoeWeights& w, const float* xn, int64_t n, float* out, ThreadPool& pool, MoeScratch& s) {
   ZEN_CHECK(w.valid(), "moe_forward: unbound MoE weights");
   if (n <= 0) return;
-  const int64_t H = w.shape.hidden, E = w.shape.num_experts, k = w.shape.top_k, I = w.shape.expert_intermediate;
+  const int64_t H = w.shape.hidden, E = w.shape.num_experts, k = w.shape.top_k, I = w.local_intermediate();
   moe_route(w, xn, n, pool, s);
   const int32_t* chosen = s.chosen.data();
 

@@ -58,19 +58,20 @@ struct MoeShape {
 };
 
 struct MoeExpert {
-  Linear gate;  // [I, H]
-  Linear up;    // [I, H]
-  Linear down;  // [H, I]
+  Linear gate;  // [I', H]  (I' = I, or a tensor-parallel rank's rows)
+  Linear up;    // [I', H]
+  Linear down;  // [H, I']
 };
 
-// The part of a MoE block one rank of an expert-parallel job holds (everything by default):
-// whole routed experts [experts.begin, experts.end), and rows [shared_rows) of the shared
-// expert's intermediate (gate/up rows, down columns; tensor parallelism). The router and the
-// shared expert's gate are replicated. The rank's moe_forward output is its part of the sum;
-// an all-reduce over the ranks completes it.
+// The part of a MoE block one rank of a tensor-parallel job holds (everything by default):
+// routed experts [experts.begin, experts.end), of each the intermediate rows [expert_rows)
+// (gate/up rows, down columns), and rows [shared_rows) of the shared expert's intermediate.
+// Expert parallel: some experts, all their rows; tensor parallel (vLLM's default): every
+// expert, some rows. The router and the shared expert's gate are replicated. The rank's
+// moe_forward output is its part of the sum; an all-reduce over the ranks completes it.
 struct MoeShard {
   bool whole = true;
-  dist::Range experts, shared_rows;
+  dist::Range experts, expert_rows, shared_rows;
 };
 
 struct MoeWeights {
@@ -80,6 +81,10 @@ struct MoeWeights {
   // This rank's experts (all unless expert-parallel; the end is clamped to E).
   dist::Range local_experts{0, std::numeric_limits<int64_t>::max()};
   dist::Range local() const { return {local_experts.begin, std::min(local_experts.end, shape.num_experts)}; }
+  // I': the intermediate rows of each routed expert held here (I unless tensor-parallel).
+  int64_t local_intermediate() const {
+    return local().size() > 0 ? experts.at(static_cast<size_t>(local().begin)).gate.rows : shape.expert_intermediate;
+  }
   MoeExpert shared;                 // Is > 0 only ([Is', H], [Is', H], [H, Is']; Is' = this rank's rows)
   Linear shared_gate;               // [1, H], Is > 0 only
   // Per-expert views into stacked tensors (GGUF, fused HF); Linears above point into them.
@@ -105,6 +110,16 @@ struct MoeScratch {
   std::vector<float> shared_gate, shared_up, shared_out;  // [n, Is], [n, Is], [n, H]
   std::vector<float> shared_logit;    // [n]
 };
+
+// The column blocks a tensor-parallel cut of the block under `prefix` must keep: of the
+// routed experts' down projections and of the shared expert's (Linear::column_block).
+struct MoeColumnBlocks {
+  int64_t experts = 1, shared = 1;
+};
+MoeColumnBlocks moe_column_blocks(const Checkpoint& ckpt, const std::string& prefix, const QuantConfig& quant);
+// Rank r of t's shard: whole experts (expert_parallel) or every expert's rows, cut on
+// `blocks` (which must hold for every MoE layer); throws naming the size when a rank gets none.
+MoeShard moe_shard(const ModelConfig& cfg, int t, int r, bool expert_parallel, const MoeColumnBlocks& blocks);
 
 // Binds the block under `prefix` (see the header comment) from the checkpoint ledger; a
 // missing or mismatched tensor is recorded there, naming it, and leaves the result invalid.

@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "base/numeric.h"
+#include "base/thread_pool.h"
 #include "kernels/cpu/quant.h"
 #include "io/io_test_writers.h"
 
@@ -423,6 +424,158 @@ TEST(MoeBind, GgufWrongExpertCountIsNamed) {
   const LoadVerdict v = ck->verdict();
   ASSERT_EQ(v.mismatched.size(), 1u);
   EXPECT_NE(v.mismatched[0].find("blk.0.ffn_gate_exps.weight"), std::string::npos) << v.mismatched[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor-parallel shards: every expert's rows split (gate/up rows, down columns) or whole
+// experts per rank; the ranks' outputs sum to the whole block's.
+
+// Fills a built GGUF file's tensors with random values: f32 normal(0, 0.3) x gain, and Q8_0
+// blocks with small f16 scales and random int8s.
+void randomize_gguf(std::string& file, const GgufBuilder& b, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  std::uniform_int_distribution<int> q(-127, 127);
+  const size_t data = (b.header().size() + b.alignment - 1) / b.alignment * b.alignment;
+  for (const GgufTensorSpec& t : b.tensors) {
+    char* at = file.data() + data + t.offset;
+    if (t.type == kGgmlQ8_0) {
+      for (uint64_t blk = 0; blk < t.nbytes / 34; ++blk, at += 34) {
+        const uint16_t scale = f32_to_f16(0.3f / 64.0f * (1.0f + 0.5f * std::fabs(normal(rng))));
+        std::memcpy(at, &scale, 2);
+        for (int i = 0; i < 32; ++i) at[2 + i] = static_cast<char>(q(rng));
+      }
+    } else {
+      ASSERT_EQ(t.type, kGgmlF32);
+      for (uint64_t i = 0; i < t.nbytes / 4; ++i) {
+        const float v = normal(rng) * (t.name.find("gate_inp") != std::string::npos ? 5.0f : 1.0f);
+        std::memcpy(at + 4 * i, &v, 4);
+      }
+    }
+  }
+}
+
+ModelConfig moe_config(int64_t E, int64_t I, int64_t Is) {
+  ModelConfig c;
+  c.num_experts = E;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = I;
+  c.shared_expert_intermediate_size = Is;
+  return c;
+}
+
+// out[n, H] of the block bound from `path` with `shard`.
+std::vector<float> shard_output(const std::string& path, const std::string& prefix, const MoeShape& s,
+                                const MoeShard& shard, const std::vector<float>& x, int64_t n) {
+  auto ck = Checkpoint::open(path);
+  const MoeWeights w = bind_moe(*ck, prefix, s, QuantConfig{}, shard);
+  EXPECT_TRUE(w.valid());
+  EXPECT_TRUE(ck->verdict().ok()) << ck->verdict().to_string();
+  ThreadPool pool(2);
+  MoeScratch scratch;
+  std::vector<float> out(static_cast<size_t>(n * s.hidden));
+  moe_forward(w, x.data(), n, out.data(), pool, scratch);
+  return out;
+}
+
+void expect_shards_sum_to_whole(const std::string& path, const std::string& prefix, const MoeShape& s, int t,
+                                bool expert_parallel) {
+  SCOPED_TRACE(prefix + " t=" + std::to_string(t) + (expert_parallel ? " ep" : " tp"));
+  const int64_t n = 7;
+  const std::vector<float> x = random_tokens(n, s.hidden, 11);
+  const std::vector<float> whole = shard_output(path, prefix, s, {}, x, n);
+  auto ck = Checkpoint::open(path);
+  const MoeColumnBlocks blocks = moe_column_blocks(*ck, prefix, QuantConfig{});
+  const ModelConfig cfg = moe_config(s.num_experts, s.expert_intermediate, s.shared_intermediate);
+  std::vector<float> sum(whole.size(), 0.0f);
+  for (int r = 0; r < t; ++r) {
+    const MoeShard shard = moe_shard(cfg, t, r, expert_parallel, blocks);
+    EXPECT_EQ(shard.expert_rows.size(), expert_parallel ? s.expert_intermediate : s.expert_intermediate / t);
+    const std::vector<float> part = shard_output(path, prefix, s, shard, x, n);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+  }
+  float scale = 0.0f, diff = 0.0f;
+  for (size_t i = 0; i < sum.size(); ++i) {
+    scale = std::max(scale, std::fabs(whole[i]));
+    diff = std::max(diff, std::fabs(sum[i] - whole[i]));
+  }
+  EXPECT_GT(scale, 0.0f);
+  EXPECT_LE(diff, 1e-5f * scale);  // only the order of the sum over ranks changes
+}
+
+TEST(MoeShard, GgufQ8_0StackedShardsSumToTheWhole) {
+  GgufBuilder b;
+  b.add_string("general.architecture", "qwen3moe");
+  b.add_tensor("blk.0.ffn_gate_inp.weight", {kH, kE});
+  b.add_tensor("blk.0.ffn_gate_exps.weight", {kH, kI, kE}, kGgmlQ8_0);
+  b.add_tensor("blk.0.ffn_up_exps.weight", {kH, kI, kE}, kGgmlQ8_0);
+  b.add_tensor("blk.0.ffn_down_exps.weight", {kI, kH, kE}, kGgmlQ8_0);
+  b.add_tensor("blk.0.ffn_gate_shexp.weight", {kH, kIs}, kGgmlQ8_0);
+  b.add_tensor("blk.0.ffn_up_shexp.weight", {kH, kIs}, kGgmlQ8_0);
+  b.add_tensor("blk.0.ffn_down_shexp.weight", {kIs, kH});
+  b.add_tensor("blk.0.ffn_gate_inp_shexp.weight", {kH});
+  std::string file = b.build();
+  randomize_gguf(file, b, 5);
+  const std::string path = temp_path("moe_tp.gguf");
+  write_file(path, file);
+  const MoeShape s = shape(kH, kE, 2, kI, kIs, true);
+  expect_shards_sum_to_whole(path, "blk.0", s, 2, false);  // 32 of 64 rows each: one Q8_0 block
+  expect_shards_sum_to_whole(path, "blk.0", s, 2, true);
+  // Four ranks would cut the down projection's 64 columns inside its Q8_0 blocks of 32.
+  auto ck = Checkpoint::open(path);
+  const MoeColumnBlocks blocks = moe_column_blocks(*ck, "blk.0", QuantConfig{});
+  EXPECT_EQ(blocks.experts, 32);
+  EXPECT_EQ(blocks.shared, 1);
+  try {
+    moe_shard(moe_config(kE, kI, kIs), 4, 2, false, blocks);
+    ADD_FAILURE() << "a rank without rows was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("intermediate size 64 in blocks of 32 leaves rank 2 no rows"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(MoeShard, HfFusedAndPerExpertShardsSumToTheWhole) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  // Writes F32 safetensors whose tensor i holds random values (the router's scaled up).
+  auto write = [&](SafetensorsBuilder& b, const std::string& name) {
+    std::string data = b.data();
+    for (size_t i = 0; i + 4 <= data.size(); i += 4) {
+      const float v = normal(rng);
+      std::memcpy(&data[i], &v, 4);
+    }
+    const std::string dir = temp_path(name);
+    std::filesystem::create_directories(dir);
+    write_file(dir + "/config.json", R"({"architectures": ["Qwen3MoeForCausalLM"]})");
+    write_file(dir + "/model.safetensors", safetensors_bytes(b.header_json(), data));
+    return dir;
+  };
+  const std::string p = "model.layers.0.mlp.";
+  SafetensorsBuilder fused;
+  fused.add(p + "gate.weight", "F32", {kE, kH});
+  fused.add(p + "experts.gate_up_proj", "F32", {kE, 2 * kI, kH});
+  fused.add(p + "experts.down_proj", "F32", {kE, kH, kI});
+  const std::string fused_dir = write(fused, "moe_tp_fused");
+  SafetensorsBuilder per;
+  per.add(p + "gate.weight", "F32", {kE, kH});
+  for (int e = 0; e < kE; ++e) {
+    const std::string q = p + "experts." + std::to_string(e) + ".";
+    per.add(q + "gate_proj.weight", "F32", {kI, kH});
+    per.add(q + "up_proj.weight", "F32", {kI, kH});
+    per.add(q + "down_proj.weight", "F32", {kH, kI});
+  }
+  per.add(p + "shared_expert.gate_proj.weight", "F32", {kIs, kH});
+  per.add(p + "shared_expert.up_proj.weight", "F32", {kIs, kH});
+  per.add(p + "shared_expert.down_proj.weight", "F32", {kH, kIs});
+  per.add(p + "shared_expert_gate.weight", "F32", {1, kH});
+  const std::string per_dir = write(per, "moe_tp_per_expert");
+  for (int t : {2, 4}) {
+    expect_shards_sum_to_whole(fused_dir, "model.layers.0.mlp", shape(kH, kE, 2, kI, 0, false), t, false);
+    expect_shards_sum_to_whole(per_dir, "model.layers.0.mlp", shape(kH, kE, 2, kI, kIs, true), t, false);
+    expect_shards_sum_to_whole(per_dir, "model.layers.0.mlp", shape(kH, kE, 2, kI, kIs, true), t, true);
+  }
 }
 
 }  // namespace
