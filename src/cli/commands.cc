@@ -152,13 +152,19 @@ std::vector<int32_t> parse_token_ids(const std::string& text, int64_t vocab) {
   return ids;
 }
 
-// zen run --prompt-ids: generates and prints the ids (for models without a tokenizer).
-int run_on_ids(Model& model, const std::vector<int32_t>& ids, const GenerateOptions& opts, const LoadOptions& load) {
-  const GenerateResult r = generate(model, ids, opts);
+// zen run --prompt-ids: generates and prints the ids (for models without a tokenizer), with
+// speculation when it is configured, as with a text prompt.
+int run_on_ids(Model& model, const std::vector<int32_t>& ids, const GenerateOptions& opts, const LoadOptions& load,
+               const EngineOptions& engine_options) {
+  std::string spec_summary;
+  const GenerateResult r = engine_options.speculative.enabled() && opts.max_tokens > 0
+                               ? generate_with_engine(model, ids, opts, engine_options, [](int32_t) {}, spec_summary)
+                               : generate(model, ids, opts);
   std::string line;
   for (size_t i = 0; i < r.tokens.size(); ++i) line += (i ? " " : "") + std::to_string(r.tokens[i]);
   std::printf("%s\n", line.c_str());
   std::fprintf(stderr, "finish: %s\n", r.finish_reason.c_str());
+  std::fputs(spec_summary.c_str(), stderr);
   std::fputs(tensor_parallel_summary(load).c_str(), stderr);
   return 0;
 }
@@ -223,7 +229,9 @@ int run_command(int argc, char** argv) {
   verify_weights_flag(f, model_path, load.n_threads);
   auto model = Model::load(model_path, load);
   if (serve_as_worker(*model, load)) return 0;
-  if (by_ids) return run_on_ids(*model, parse_token_ids(f.str("prompt-ids"), model->config().vocab_size), opts, load);
+  if (by_ids)
+    return run_on_ids(*model, parse_token_ids(f.str("prompt-ids"), model->config().vocab_size), opts, load,
+                      engine_options);
   const Tokenizer& tok = *model->tokenizer();
 
   std::string text = prompt_text;

@@ -13,7 +13,10 @@ namespace zen::dist {
 
 // Forward: a batch (encode_step). StateOp: a copy or zeroing of recurrent-state slots that
 // rank 0's engine made between forwards (StateOp below), for the ranks to make in theirs.
-enum class StepKind : uint32_t { Stop = 0, Forward = 1, StateOp = 2 };
+// Embed, OutputHead, Mtp: what a drafter on rank 0 borrows from the split target (embedding
+// rows of token ids, the vocabulary-parallel output head over hidden rows, the MTP head over a
+// batch); every rank runs its share (model/tp_runtime.h, TpRuntime::lend).
+enum class StepKind : uint32_t { Stop = 0, Forward = 1, StateOp = 2, Embed = 3, OutputHead = 4, Mtp = 5 };
 
 struct StateOp {
   uint64_t pool_id = 0;  // which of rank 0's state pools

@@ -213,7 +213,18 @@ void DenseModel::forward(const ForwardBatch& batch, float* logits) {
 }
 
 void DenseModel::serve_steps() {
-  tp_.serve(cfg_, [&](const ForwardBatch& batch) { forward_local(batch, nullptr); });
+  TpRuntime::Worker worker;
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  worker.hidden = H;
+  worker.forward = [&](const ForwardBatch& batch) { forward_local(batch, nullptr); };
+  worker.embed = [&, H](std::span<const int32_t> ids) {
+    std::vector<float> rows(ids.size() * static_cast<size_t>(H));
+    tp_.embed(w_.embed, ids, H, rows.data());
+  };
+  worker.output_head = [&, V](const float* hidden, int64_t rows) {
+    tp_.logits(w_.lm_head, hidden, rows, V, nullptr, pool_);
+  };
+  tp_.serve(cfg_, worker);
 }
 
 void DenseModel::forward_local(const ForwardBatch& batch, float* logits) {
@@ -297,13 +308,25 @@ void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
 }
 
 void DenseModel::embed_rows(std::span<const int32_t> ids, float* out) const {
-  if (tp_.active()) fail("a tensor-parallel model does not lend its embedding to a drafter yet");
-  embedding_rows(w_.embed, cfg_.vocab_size, cfg_.hidden_size, ids, out);
+  if (!tp_.active()) return embedding_rows(w_.embed, cfg_.vocab_size, cfg_.hidden_size, ids, out);
+  lend_check(ids);
+  tp_.lend_embed(ids, [&] { tp_.embed(w_.embed, ids, cfg_.hidden_size, out); });
 }
 
 void DenseModel::output_head(const float* hidden, int64_t rows, float* logits) {
-  if (tp_.active()) fail("a tensor-parallel model does not lend its output head to a drafter yet");
-  w_.lm_head.matmul(hidden, rows, logits, pool_);
+  if (!tp_.active()) return w_.lm_head.matmul(hidden, rows, logits, pool_);
+  lend_check({});
+  tp_.lend_output_head(hidden, rows, cfg_.hidden_size,
+                       [&] { tp_.logits(w_.lm_head, hidden, rows, cfg_.vocab_size, logits, pool_); });
+}
+
+// What must hold before rank 0 tells the other ranks to lend: a failure past that point would
+// end the job.
+void DenseModel::lend_check(std::span<const int32_t> ids) const {
+  if (const std::string problem = tp_.drafter_lending_problem(); !problem.empty()) fail(problem);
+  if (tp_.world_rank() != 0) fail("only rank 0 of a split model runs a drafter");
+  for (const int32_t id : ids)
+    if (id < 0 || id >= cfg_.vocab_size) fail("embed_rows: token id ", id, " outside the vocabulary");
 }
 
 }  // namespace zen

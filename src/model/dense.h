@@ -55,7 +55,7 @@ class DenseModel final : public Model {
   void embed_rows(std::span<const int32_t> ids, float* out) const override;
   void output_head(const float* hidden, int64_t rows, float* logits) override;
   void serve_steps() override;
-  bool split_over_ranks() const override { return tp_.active(); }
+  std::string drafter_lending_problem() const override { return tp_.drafter_lending_problem(); }
   ~DenseModel() override;  // rank 0 of a tensor-parallel model releases the other ranks
 
  private:
@@ -64,6 +64,7 @@ class DenseModel final : public Model {
   void attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch);
   void mlp_block(const DenseLayer& L, int64_t n);
   void ensure_buffers(int64_t n);
+  void lend_check(std::span<const int32_t> ids) const;  // throws what would fail a lent collective
   // The forward on this rank's slices (collectives included); logits may be null off rank 0.
   void forward_local(const ForwardBatch& batch, float* logits);
   void forward_part(const ForwardBatch& batch, float* logits);  // one micro-batch
@@ -73,7 +74,8 @@ class DenseModel final : public Model {
   std::unique_ptr<Tokenizer> tok_;
   // Tensor parallelism (dist/tensor_parallel.h): the embedding and lm_head hold vocabulary
   // rows tp_.vocab_rows() of the whole model's.
-  TpRuntime tp_;
+  // mutable: lending the embedding (const embed_rows) is a collective on a split model.
+  mutable TpRuntime tp_;
   std::unique_ptr<ThreadPool> own_pool_;  // null when running on a shared pool
   ThreadPool& pool_;
   Rope rope_;

@@ -222,8 +222,8 @@ void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, 
 void HybridModel::bind_mtp(const QuantConfig& quant) {
   Checkpoint& c = *ckpt_;
   const int64_t H = cfg_.hidden_size;
-  if (tp_.active()) {
-    const std::string why = "the MTP head is not split under tensor parallelism";
+  if (tp_.stages() > 1) {
+    const std::string why = "the MTP head does not run in pipeline stages";
     c.ignore(cfg_.gguf_hybrid_layout ? "blk\\." + std::to_string(cfg_.num_layers) + "\\..*" : R"(mtp\..*)", why);
     mtp_status_ = "unavailable (" + why + ")";
     return;
@@ -356,10 +356,27 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
 }
 
 void HybridModel::serve_steps() {
-  tp_.serve(cfg_, [&](const ForwardBatch& batch) {
+  TpRuntime::Worker worker;
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  worker.hidden = H;
+  worker.forward = [&](const ForwardBatch& batch) {
     check_states(batch);
     forward_local(batch, nullptr);
-  });
+  };
+  worker.embed = [&, H](std::span<const int32_t> ids) {
+    std::vector<float> rows(ids.size() * static_cast<size_t>(H));
+    tp_.embed(embed_, ids, H, rows.data());
+  };
+  worker.output_head = [&, V](const float* hidden, int64_t rows) {
+    tp_.logits(lm_head_, hidden, rows, V, nullptr, pool_);
+  };
+  if (mtp_available_) {
+    worker.mtp = [&](const ForwardBatch& batch, const float* hidden, bool with_logits) {
+      mtp_local(batch, hidden, nullptr, with_logits);
+    };
+    worker.mtp_kv = mtp_kv_config();
+  }
+  tp_.serve(cfg_, worker);
 }
 
 void HybridModel::forward_local(const ForwardBatch& batch, float* logits) {
@@ -407,13 +424,25 @@ void HybridModel::forward_part(const ForwardBatch& batch, float* logits) {
 }
 
 void HybridModel::embed_rows(std::span<const int32_t> ids, float* out) const {
-  if (tp_.active()) fail("a tensor-parallel model does not lend its embedding to a drafter yet");
-  embedding_rows(embed_, cfg_.vocab_size, cfg_.hidden_size, ids, out);
+  if (!tp_.active()) return embedding_rows(embed_, cfg_.vocab_size, cfg_.hidden_size, ids, out);
+  lend_check(ids);
+  tp_.lend_embed(ids, [&] { tp_.embed(embed_, ids, cfg_.hidden_size, out); });
 }
 
 void HybridModel::output_head(const float* hidden, int64_t rows, float* logits) {
-  if (tp_.active()) fail("a tensor-parallel model does not lend its output head to a drafter yet");
-  lm_head_.matmul(hidden, rows, logits, pool_);
+  if (!tp_.active()) return lm_head_.matmul(hidden, rows, logits, pool_);
+  lend_check({});
+  tp_.lend_output_head(hidden, rows, cfg_.hidden_size,
+                       [&] { tp_.logits(lm_head_, hidden, rows, cfg_.vocab_size, logits, pool_); });
+}
+
+// What must hold before rank 0 tells the other ranks to lend: a failure past that point would
+// end the job.
+void HybridModel::lend_check(std::span<const int32_t> ids) const {
+  if (const std::string problem = tp_.drafter_lending_problem(); !problem.empty()) fail(problem);
+  if (tp_.world_rank() != 0) fail("only rank 0 of a split model runs a drafter");
+  for (const int32_t id : ids)
+    if (id < 0 || id >= cfg_.vocab_size) fail("embed_rows: token id ", id, " outside the vocabulary");
 }
 
 void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits) {
@@ -422,14 +451,26 @@ void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, fl
   if (batch.kv == nullptr || batch.kv->num_layers() != 1)
     fail("mtp_forward: the batch needs a one-layer KV pool (HybridModel::mtp_kv_config)");
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
+  if (flat_.size() == 0) return;
+  if (!tp_.active()) return mtp_local(batch, hidden, logits, logits != nullptr);
+  lend_check({});
+  tp_.lend_mtp(batch, hidden, cfg_.hidden_size, logits != nullptr,
+               [&] { mtp_local(batch, hidden, logits, logits != nullptr); });
+}
+
+// The head on this rank's slices (every rank of a split model runs it together).
+void HybridModel::mtp_local(const ForwardBatch& batch, const float* hidden, float* logits, bool with_logits) {
+  flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   const int64_t n = flat_.size(), H = cfg_.hidden_size;
   if (n == 0) return;
   ensure_buffers(n);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   // x = fc([norm_e(embed(t_{i+1})); norm_h(h_i)])
+  if (tp_.active()) tp_.embed(embed_, flat_.ids, H, tmp_.data());  // vocabulary-parallel rows
+  else
+    for (int64_t t = 0; t < n; ++t) embed_.dequantize_row(flat_.ids[static_cast<size_t>(t)], &tmp_[t * H]);
   for (int64_t t = 0; t < n; ++t) {
     float* row = &mtp_in_[t * 2 * H];
-    embed_.dequantize_row(flat_.ids[static_cast<size_t>(t)], &tmp_[t * H]);
     kernels::rmsnorm(&tmp_[t * H], mtp_.norm_embedding.data(), eps, H, row);
     kernels::rmsnorm(hidden + t * H, mtp_.norm_hidden.data(), eps, H, row + H);
   }
@@ -439,6 +480,7 @@ void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, fl
   const HybridLayer& L = mtp_.layer;
   for (int64_t t = 0; t < n; ++t) kernels::rmsnorm(&x_[t * H], L.attn_norm.data(), eps, H, &xn_[t * H]);
   attention_block(L.attn, /*kv_layer=*/0, batch);
+  tp_.all_reduce(tmp_.data(), n * H);  // row-parallel o_proj: sum the ranks' heads
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);
   mlp_block(L, n);
   const auto rows = static_cast<int64_t>(flat_.logit_row.size());
@@ -446,7 +488,7 @@ void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, fl
     const int64_t t = flat_.logit_row[static_cast<size_t>(r)];
     kernels::rmsnorm(&x_[t * H], mtp_.norm.data(), eps, H, &xn_[r * H]);
   }
-  if (logits != nullptr) lm_head_.matmul(xn_.data(), rows, logits, pool_);
+  if (with_logits) tp_.logits(lm_head_, xn_.data(), rows, cfg_.vocab_size, logits, pool_);
   last_rows_ = 0;  // xn_ no longer holds the target's hidden states
   mtp_rows_ = rows;
 }

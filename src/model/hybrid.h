@@ -71,7 +71,7 @@ class HybridModel final : public Model {
   void output_head(const float* hidden, int64_t rows, float* logits) override;
 
   void serve_steps() override;
-  bool split_over_ranks() const override { return tp_.active(); }
+  std::string drafter_lending_problem() const override { return tp_.drafter_lending_problem(); }
   ~HybridModel() override;  // rank 0 of a tensor-parallel model releases the other ranks
 
   // Tests and benchmarks: run prefill through the recurrent form too.
@@ -111,6 +111,8 @@ class HybridModel final : public Model {
   void bind_weights(const LoadOptions& opts);
   void bind_layer(HybridLayer& L, const std::string& prefix, bool linear, bool sparse, const QuantConfig& quant);
   void bind_mtp(const QuantConfig& quant);
+  void mtp_local(const ForwardBatch& batch, const float* hidden, float* logits, bool with_logits);
+  void lend_check(std::span<const int32_t> ids) const;  // throws what would fail a lent collective
   void attention_block(const GatedAttentionWeights& A, int kv_layer, const ForwardBatch& batch);
   void linear_block(const HybridLayer& L, const ForwardBatch& batch);
   void mlp_block(const HybridLayer& L, int64_t n);
@@ -137,7 +139,8 @@ class HybridModel final : public Model {
   ModelConfig full_cfg_;
   GdnShape full_gdn_shape_;
   Shares shares_;
-  TpRuntime tp_;
+  // mutable: lending the embedding (const embed_rows) is a collective on a split model.
+  mutable TpRuntime tp_;
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<ThreadPool> own_pool_;  // null when running on a shared pool
   ThreadPool& pool_;

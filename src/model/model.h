@@ -114,9 +114,10 @@ class Model {
   // Tensor parallelism, on ranks other than 0: runs the forwards that rank 0's forward()
   // broadcasts, until rank 0's model is destroyed. Models without a sharded form throw.
   virtual void serve_steps();
-  // Whether the model is split over MPI ranks (tensor or pipeline parallel): it then lends
-  // neither its embedding rows nor its output head (embed_rows / output_head throw).
-  virtual bool split_over_ranks() const { return false; }
+  // Why the model cannot lend its embedding rows and output head to a drafter ("" when it can).
+  // Split over tensor-parallel ranks it lends them with the other ranks running their shares
+  // (each call a collective); over pipeline stages it cannot (they live on different ranks).
+  virtual std::string drafter_lending_problem() const { return ""; }
 };
 
 }  // namespace zen

@@ -1,6 +1,7 @@
 #include "model/tp_runtime.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -21,12 +22,15 @@ void TpRuntime::init(const dist::TensorParallel& tp, int64_t vocab) {
 
 void TpRuntime::forward(const ForwardBatch& batch, const std::function<void()>& local) {
   watch(batch.states);
-  std::vector<uint8_t> body = dist::encode_step(batch);
+  send(dist::StepKind::Forward, dist::encode_step(batch), local);
+}
+
+void TpRuntime::send(dist::StepKind kind, const std::vector<uint8_t>& body, const std::function<void()>& local) {
   dist::StepHeader header;
-  header.kind = dist::StepKind::Forward;
+  header.kind = kind;
   header.body_bytes = body.size();
   tp_.comm->broadcast_idle(&header, sizeof(header), 0);
-  tp_.comm->broadcast(body.data(), body.size(), 0);
+  tp_.comm->broadcast(const_cast<uint8_t*>(body.data()), body.size(), 0);
   watch_->in_forward = true;
   try {
     local();
@@ -34,6 +38,55 @@ void TpRuntime::forward(const ForwardBatch& batch, const std::function<void()>& 
     tp_.comm->abort(std::string("a tensor-parallel forward failed on rank 0 after the step went out: ") + e.what());
   }
   watch_->in_forward = false;
+}
+
+namespace {
+
+// Appends n trivially copyable values' bytes.
+template <typename T>
+void append(std::vector<uint8_t>& out, const T* data, size_t n) {
+  const auto* p = reinterpret_cast<const uint8_t*>(data);
+  out.insert(out.end(), p, p + n * sizeof(T));
+}
+
+// Copies n values of T from body at `at` (checked), advancing it.
+template <typename T>
+std::vector<T> take(const std::vector<uint8_t>& body, size_t& at, size_t n) {
+  if (n > body.size() / sizeof(T) || at + n * sizeof(T) > body.size())
+    fail("drafter message truncated: ", n, " values at byte ", at, " of ", body.size());
+  std::vector<T> out(n);
+  if (n > 0) std::memcpy(out.data(), body.data() + at, n * sizeof(T));
+  at += n * sizeof(T);
+  return out;
+}
+
+}  // namespace
+
+void TpRuntime::lend_embed(std::span<const int32_t> ids, const std::function<void()>& local) {
+  std::vector<uint8_t> body;
+  append(body, ids.data(), ids.size());
+  send(dist::StepKind::Embed, body, local);
+}
+
+void TpRuntime::lend_output_head(const float* hidden, int64_t rows, int64_t H, const std::function<void()>& local) {
+  std::vector<uint8_t> body;
+  append(body, hidden, static_cast<size_t>(rows * H));
+  send(dist::StepKind::OutputHead, body, local);
+}
+
+// Body: [u64 step bytes][the step][u64 with_logits][hidden f32 of every batch token].
+void TpRuntime::lend_mtp(const ForwardBatch& batch, const float* hidden, int64_t H, bool with_logits,
+                         const std::function<void()>& local) {
+  const std::vector<uint8_t> step = dist::encode_step(batch);
+  int64_t tokens = 0;
+  for (const SeqSlice& s : batch.seqs) tokens += static_cast<int64_t>(s.tokens.size());
+  std::vector<uint8_t> body;
+  const uint64_t step_bytes = step.size(), logits_flag = with_logits ? 1 : 0;
+  append(body, &step_bytes, 1);
+  body.insert(body.end(), step.begin(), step.end());
+  append(body, &logits_flag, 1);
+  append(body, hidden, static_cast<size_t>(tokens * H));
+  send(dist::StepKind::Mtp, body, local);
 }
 
 void TpRuntime::send_stop() {
@@ -80,8 +133,23 @@ void TpRuntime::apply_state_op(const ModelConfig& local_cfg, const dist::StateOp
   else states.copy(op.src, op.dst);
 }
 
-void TpRuntime::serve(const ModelConfig& local_cfg, const std::function<void(const ForwardBatch&)>& local) {
+KvPool& TpRuntime::worker_pool(int slot, const ModelConfig& cfg, const dist::PoolShape& shape) {
+  std::unique_ptr<KvPool>& pool = worker_kv_[slot];
+  if (!pool || worker_kv_id_[slot] != shape.id || pool->num_blocks() != shape.num_blocks ||
+      pool->block_size() != shape.block_size || pool->dtype() != shape.dtype) {
+    pool.reset();
+    pool = std::make_unique<KvPool>(cfg, shape.num_blocks, shape.dtype, shape.block_size);
+    worker_kv_id_[slot] = shape.id;
+  }
+  return *pool;
+}
+
+void TpRuntime::serve(const ModelConfig& local_cfg, const Worker& worker) {
   if (!tp_.active() || tp_.world_rank() == 0) fail("serve_steps: only ranks other than 0 of a parallel model serve steps");
+  auto lent = [](const auto& part, const char* what) -> const auto& {
+    if (!part) fail("rank 0 asked for the ", what, ", which this model does not lend");
+    return part;
+  };
   for (;;) {
     dist::StepHeader header;
     tp_.comm->broadcast_idle(&header, sizeof(header), 0);
@@ -89,29 +157,58 @@ void TpRuntime::serve(const ModelConfig& local_cfg, const std::function<void(con
     std::vector<uint8_t> body(header.body_bytes);
     tp_.comm->broadcast(body.data(), body.size(), 0);
     try {
-      if (header.kind == dist::StepKind::StateOp) {
-        if (body.size() != sizeof(dist::StateOp)) fail("state operation message of ", body.size(), " bytes");
-        dist::StateOp op;
-        std::copy_n(body.data(), sizeof(op), reinterpret_cast<uint8_t*>(&op));
-        apply_state_op(local_cfg, op);
-        continue;
+      switch (header.kind) {
+        case dist::StepKind::StateOp: {
+          if (body.size() != sizeof(dist::StateOp)) fail("state operation message of ", body.size(), " bytes");
+          dist::StateOp op;
+          std::copy_n(body.data(), sizeof(op), reinterpret_cast<uint8_t*>(&op));
+          apply_state_op(local_cfg, op);
+          break;
+        }
+        case dist::StepKind::Forward: {
+          const dist::DecodedStep step = dist::decode_step(std::move(body));
+          // The same blocks as rank 0's pool, holding this rank's KV heads.
+          ForwardBatch batch;
+          batch.kv = &worker_pool(0, local_cfg, step.pool);
+          if (step.states_id != 0) batch.states = &worker_states(local_cfg, step.states_id, step.states_slots);
+          batch.seqs = step.seqs;
+          batch.argmax_only = step.argmax_only;
+          worker.forward(batch);
+          break;
+        }
+        case dist::StepKind::Embed: {
+          size_t at = 0;
+          const std::vector<int32_t> ids = take<int32_t>(body, at, body.size() / sizeof(int32_t));
+          lent(worker.embed, "embedding")(ids);
+          break;
+        }
+        case dist::StepKind::OutputHead: {
+          const auto H = static_cast<size_t>(worker.hidden);
+          if (H == 0 || body.size() % (H * sizeof(float)) != 0) fail("output head message of ", body.size(), " bytes");
+          size_t at = 0;
+          const std::vector<float> hidden = take<float>(body, at, body.size() / sizeof(float));
+          lent(worker.output_head, "output head")(hidden.data(), static_cast<int64_t>(hidden.size() / H));
+          break;
+        }
+        case dist::StepKind::Mtp: {
+          const auto& run = lent(worker.mtp, "MTP head");
+          size_t at = 0;
+          const uint64_t step_bytes = take<uint64_t>(body, at, 1)[0];
+          const std::vector<uint8_t> step_body = take<uint8_t>(body, at, step_bytes);
+          const bool with_logits = take<uint64_t>(body, at, 1)[0] != 0;
+          const dist::DecodedStep step = dist::decode_step(step_body);
+          int64_t tokens = 0;
+          for (const SeqSlice& s : step.seqs) tokens += static_cast<int64_t>(s.tokens.size());
+          const std::vector<float> hidden = take<float>(body, at, static_cast<size_t>(tokens * worker.hidden));
+          if (at != body.size()) fail("MTP message of ", body.size(), " bytes holds ", at);
+          ForwardBatch batch;
+          batch.kv = &worker_pool(1, worker.mtp_kv, step.pool);
+          batch.seqs = step.seqs;
+          run(batch, hidden.data(), with_logits);
+          break;
+        }
+        default: fail("unknown step kind ", static_cast<uint32_t>(header.kind));
       }
-      if (header.kind != dist::StepKind::Forward) fail("unknown step kind ", static_cast<uint32_t>(header.kind));
-      const dist::DecodedStep step = dist::decode_step(std::move(body));
-      // The same blocks as rank 0's pool, holding this rank's KV heads.
-      const dist::PoolShape& shape = step.pool;
-      if (!worker_kv_ || worker_kv_id_ != shape.id || worker_kv_->num_blocks() != shape.num_blocks ||
-          worker_kv_->block_size() != shape.block_size || worker_kv_->dtype() != shape.dtype) {
-        worker_kv_.reset();
-        worker_kv_ = std::make_unique<KvPool>(local_cfg, shape.num_blocks, shape.dtype, shape.block_size);
-        worker_kv_id_ = shape.id;
-      }
-      ForwardBatch batch;
-      batch.kv = worker_kv_.get();
-      if (step.states_id != 0) batch.states = &worker_states(local_cfg, step.states_id, step.states_slots);
-      batch.seqs = step.seqs;
-      batch.argmax_only = step.argmax_only;
-      local(batch);
     } catch (const std::exception& e) {
       tp_.comm->abort(std::string("a tensor-parallel step failed: ") + e.what());
     }

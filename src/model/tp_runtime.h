@@ -79,8 +79,34 @@ class TpRuntime {
   void forward(const ForwardBatch& batch, const std::function<void()>& local);
   // Rank 0, when the model goes: the other ranks leave serve().
   void send_stop();
+  // What ranks > 0 run for rank 0's messages. forward: a step of the model. The rest serve a
+  // drafter on rank 0 that borrows the target's parts (null: the model lends no such part):
+  // embed, its share of the embedding rows of ids (embed()); output_head, its share of the
+  // output head over hidden rows [rows, H] (logits()); mtp, its share of the MTP head over a
+  // batch of the pool sized by mtp_kv, with hidden [batch tokens, H], and with_logits whether
+  // rank 0 wants the head's logits.
+  struct Worker {
+    std::function<void(const ForwardBatch&)> forward;
+    std::function<void(std::span<const int32_t> ids)> embed;
+    std::function<void(const float* hidden, int64_t rows)> output_head;
+    std::function<void(const ForwardBatch&, const float* hidden, bool with_logits)> mtp;
+    ModelConfig mtp_kv;
+    int64_t hidden = 0;  // H
+  };
   // Ranks > 0: runs rank 0's steps until it stops. local_cfg sizes this rank's pools.
-  void serve(const ModelConfig& local_cfg, const std::function<void(const ForwardBatch&)>& local);
+  void serve(const ModelConfig& local_cfg, const Worker& worker);
+
+  // Why a drafter cannot borrow the model's embedding and output head ("" when it can).
+  std::string drafter_lending_problem() const {
+    return stages() > 1 ? "a model in pipeline stages holds its embedding and its output head on different ranks" : "";
+  }
+  // Rank 0, tensor parallel without pipeline stages: a drafter's borrowing, run with the other
+  // ranks: sends what they need, then runs local() (its collectives meet theirs). An exception
+  // from local ends the job, as in forward().
+  void lend_embed(std::span<const int32_t> ids, const std::function<void()>& local);
+  void lend_output_head(const float* hidden, int64_t rows, int64_t H, const std::function<void()>& local);
+  void lend_mtp(const ForwardBatch& batch, const float* hidden, int64_t H, bool with_logits,
+                const std::function<void()>& local);
 
   // data[n] <- the sum over ranks (nothing without tensor parallelism).
   void all_reduce(float* data, int64_t n);
@@ -110,6 +136,8 @@ class TpRuntime {
  private:
   int last_stage_speaker() const;  // the world rank that sends the last stage's logits
   void watch(StatePool* states);
+  void send(dist::StepKind kind, const std::vector<uint8_t>& body, const std::function<void()>& local);
+  KvPool& worker_pool(int slot, const ModelConfig& cfg, const dist::PoolShape& shape);
   void send_state_op(const dist::StateOp& op);
   void apply_state_op(const ModelConfig& local_cfg, const dist::StateOp& op);
   StatePool& worker_states(const ModelConfig& local_cfg, uint64_t id, int64_t slots);
@@ -127,9 +155,10 @@ class TpRuntime {
     bool in_forward = false;
   };
   std::shared_ptr<Watch> watch_ = std::make_shared<Watch>();
-  // Ranks > 0: pools of this rank's heads mirroring rank 0's (by rank 0's pool identity).
-  std::unique_ptr<KvPool> worker_kv_;
-  uint64_t worker_kv_id_ = 0;
+  // Ranks > 0: pools of this rank's heads mirroring rank 0's (by rank 0's pool identity):
+  // [0] the model's, [1] the MTP head's.
+  std::unique_ptr<KvPool> worker_kv_[2];
+  uint64_t worker_kv_id_[2] = {0, 0};
   std::unique_ptr<StatePool> worker_states_;
   uint64_t worker_states_id_ = 0;
 };
