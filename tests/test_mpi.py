@@ -114,9 +114,11 @@ DFLASH = ROOT / "tests" / "fixtures" / "dflash"
     (DFLASH / "hybrid" / "target", {"method": "dflash", "model": str(DFLASH / "hybrid" / "v1")})],
     ids=["mtp-hybrid", "dflash-dense-trained", "dflash-hybrid"])
 def test_drafters_that_borrow_the_output_head_run_on_two_ranks_as_in_one_process(model, config):
-    """MTP and DFlash on a tensor-parallel target: rank 0 drafts, every rank runs its share of
-    the embedding, the output head and the MTP head. The tokens are plain decoding's, and the
-    drafts and acceptance those of one process with the same drafter."""
+    """MTP and DFlash on a target split two ways: rank 0 drafts; under tensor parallelism every
+    rank runs its share of the embedding, the output head and the MTP head; in pipeline stages
+    the first stage lends the embedding, the last the output head and the MTP head, and each
+    stage sends rank 0 the taps of its layers. The tokens are plain decoding's, and the drafts
+    and acceptance those of one process with the same drafter."""
     ids = ",".join(str((i * 37 + 11) % 90) for i in range(30))
     args = ["run", "--model", model, "--prompt-ids", ids, "--max-tokens", "24", "--ignore-eos"]
     spec = ["--speculative-config", json.dumps({**config, "num_speculative_tokens": 3, "adaptive": False})]
@@ -124,11 +126,12 @@ def test_drafters_that_borrow_the_output_head_run_on_two_ranks_as_in_one_process
     one = zen(*args, *spec, "--threads", "1", check=True)
     summary = [line for line in one.stderr.splitlines() if line.startswith("speculation:")]
     assert one.stdout == plain.stdout and summary and " 0 draft tokens" not in summary[0], one.stderr
-    for mca in [(), ("--mca", "btl", "tcp,self")]:
-        two = mpirun(*args, *spec, "--tensor-parallel-size", "2", mca=mca)
-        assert two.returncode == 0, two.stderr
-        assert two.stdout == plain.stdout
-        assert summary[0] in two.stderr.splitlines(), two.stderr
+    for layout in [TP, PP]:
+        for mca in [(), ("--mca", "btl", "tcp,self")]:
+            two = mpirun(*args, *spec, *layout, mca=mca)
+            assert two.returncode == 0, two.stderr
+            assert two.stdout == plain.stdout
+            assert summary[0] in two.stderr.splitlines(), two.stderr
 
 
 GRID = ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]

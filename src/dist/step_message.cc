@@ -82,6 +82,7 @@ std::vector<uint8_t> encode_step(const ForwardBatch& batch) {
     w.put_ids(s.blocks);
     w.put_ids(s.state_history);
   }
+  w.put_ids(batch.tap_layers);  // pipeline stages capture the taps of their own layers
   return w.take();
 }
 
@@ -113,6 +114,7 @@ DecodedStep decode_step(std::vector<uint8_t> body) {
     s.blocks = r.get_ids();
     s.state_history = r.get_ids();
   }
+  d.tap_layers = r.get_ids();
   if (!r.done()) fail("step message: trailing bytes");
   return d;
 }

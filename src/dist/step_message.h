@@ -4,6 +4,7 @@
 // prefix caching and speculation stay on rank 0; the ranks only run the forward.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/kv_cache.h"
@@ -48,6 +49,7 @@ struct DecodedStep {
   int64_t states_slots = 0;
   bool argmax_only = false;
   std::vector<SeqSlice> seqs;
+  std::span<const int32_t> tap_layers;  // a drafter's taps (whole-model layer indices)
 };
 // Throws zen::Error on a truncated or inconsistent body.
 DecodedStep decode_step(std::vector<uint8_t> body);

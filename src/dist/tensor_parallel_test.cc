@@ -464,15 +464,19 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
   }
 }
 
-// Proposers that borrow the target's lm_head and embedding (MTP, DFlash) on a tensor-parallel
-// target: rank 0 runs the drafter, every rank its share of the borrowed parts (and of the MTP
+// Proposers that borrow the target's lm_head and embedding (MTP, DFlash) on a split
+// target (tensor parallel, pipeline stages, grids): rank 0 runs the drafter, every rank its
+// share of the borrowed parts (and of the MTP
 // head). 16 requests at once with 3 drafts each: the tokens of one process without
 // speculation, and the drafts (so the acceptance) of one process with it.
 struct BorrowCase {
   std::string method, target, drafter;  // fixture paths under tests/fixtures
+  int ranks = 2, stages = 1;            // stages > 1: pipeline stages (of ranks / stages each)
 };
 
-void PrintTo(const BorrowCase& c, std::ostream* os) { *os << c.method << " " << c.target << " " << c.drafter; }
+void PrintTo(const BorrowCase& c, std::ostream* os) {
+  *os << c.method << " " << c.target << " " << c.drafter << " ranks " << c.ranks << " stages " << c.stages;
+}
 
 class TensorParallelBorrowingDrafter : public ::testing::TestWithParam<BorrowCase> {};
 
@@ -481,7 +485,7 @@ TEST_P(TensorParallelBorrowingDrafter, MatchesOneProcess) {
   const fs::path root = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures";
   const std::string path = (root / c.target).string();
   auto one = single(path);
-  TpModel tp(path, 2);
+  TpModel tp(path, c.ranks, false, false, c.stages);
   const auto prompts = test::random_prompts(16, 8, 40, static_cast<int32_t>(one->config().vocab_size) - 1, 5);
   const RequestParams params = test::greedy(24);
   Engine plain(*one, test::pool_of(*one, 256, 64));
@@ -515,26 +519,25 @@ INSTANTIATE_TEST_SUITE_P(Methods, TensorParallelBorrowingDrafter,
                                            BorrowCase{"mtp", "models/qwen3_5_tied_f32.gguf", ""},
                                            BorrowCase{"dflash", "dflash/target", "dflash/trained"},
                                            BorrowCase{"dflash", "dflash/target", "dflash/v2"},
-                                           BorrowCase{"dflash", "dflash/hybrid/target", "dflash/hybrid/v1"}),
+                                           BorrowCase{"dflash", "dflash/hybrid/target", "dflash/hybrid/v1"},
+                                           // Pipeline stages: the embedding on the first, the
+                                           // output head and the MTP head on the last, the taps
+                                           // sent to rank 0 by the stages holding their layers.
+                                           BorrowCase{"mtp", "models/qwen3_5_text_f32", "", 2, 2},
+                                           BorrowCase{"mtp", "models/qwen3_5_tied_f32.gguf", "", 2, 2},
+                                           BorrowCase{"dflash", "dflash/target", "dflash/trained", 2, 2},
+                                           BorrowCase{"dflash", "dflash/hybrid/target", "dflash/hybrid/v1", 2, 2},
+                                           // Grids: two stages of two tensor-parallel ranks.
+                                           BorrowCase{"mtp", "models/qwen3_5_text_f32", "", 4, 2},
+                                           BorrowCase{"dflash", "dflash/target", "dflash/trained", 4, 2}),
                          [](const auto& info) {
-                           std::string name = info.param.method + "_" + info.param.target + "_" + info.param.drafter;
+                           std::string name = info.param.method + "_" + info.param.target + "_" + info.param.drafter +
+                                              "_r" + std::to_string(info.param.ranks) + "_pp" +
+                                              std::to_string(info.param.stages);
                            for (char& ch : name)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return name;
                          });
-
-// In pipeline stages the embedding and the output head live on different ranks: refused.
-TEST(TensorParallel, SpeculationThatBorrowsTheOutputHeadIsRefusedInPipelineStages) {
-  TpModel pp(fixture("qwen3_5_text_f32"), 2, false, false, 2);
-  EngineOptions o = test::pool_of(pp.rank0(), 64, 64);
-  o.speculative.method = "mtp";
-  try {
-    Engine e(pp.rank0(), o);
-    ADD_FAILURE() << "an MTP engine started on a model in pipeline stages";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("different ranks"), std::string::npos) << e.what();
-  }
-}
 
 // Pipeline stages under the engine: 16 requests in micro-batches, preemption: one process's tokens.
 TEST(TensorParallel, PipelineEngineAtConcurrency16WithPreemptionMatchesOneProcess) {

@@ -156,10 +156,6 @@ GeneratedToken with_logprobs(const float* logits, int64_t vocab, int32_t token, 
 std::unique_ptr<spec::Proposer> make_proposer(const spec::SpeculativeConfig& c, Model& target, const EngineOptions& o) {
   if (!c.enabled()) return nullptr;
   c.validate();
-  if (c.method == "mtp" || c.method == "dflash")
-    if (const std::string problem = target.drafter_lending_problem(); !problem.empty())
-      fail("--speculative-config method ", c.method, ": its drafts go through the target's lm_head and embedding rows, ",
-           "and ", problem, " (ngram, suffix and draft_model work)");
   if (c.method == "draft_model")
     return std::make_unique<spec::DraftModelProposer>(
         target, spec::DraftModelOptions{.path = c.model, .n_threads = target.pool().size(), .shared_pool = &target.pool(),

@@ -205,9 +205,7 @@ void DenseModel::forward(const ForwardBatch& batch, float* logits) {
   // Everything that can reject the batch is checked before the other ranks are told about it:
   // past the broadcast, a failure on one rank would leave the others inside a collective.
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
-  check_tap_layers(batch, cfg_.num_layers);
-  if (tp_.stages() > 1 && !batch.tap_layers.empty())
-    fail("forward: a drafter's taps of the residual stream are not available under pipeline parallelism");
+  check_tap_layers(batch, tp_.total_layers());
   if (flat_.size() == 0) return;
   tp_.forward(batch, [&] { forward_local(batch, logits); });
 }
@@ -218,17 +216,18 @@ void DenseModel::serve_steps() {
   worker.hidden = H;
   worker.forward = [&](const ForwardBatch& batch) { forward_local(batch, nullptr); };
   worker.embed = [&, H](std::span<const int32_t> ids) {
+    if (!tp_.first_stage()) return;  // the first stage holds the embedding
     std::vector<float> rows(ids.size() * static_cast<size_t>(H));
     tp_.embed(w_.embed, ids, H, rows.data());
   };
   worker.output_head = [&, V](const float* hidden, int64_t rows) {
-    tp_.logits(w_.lm_head, hidden, rows, V, nullptr, pool_);
+    tp_.head_logits(w_.lm_head, hidden, rows, V, nullptr, pool_);
   };
   tp_.serve(cfg_, worker);
 }
 
 void DenseModel::forward_local(const ForwardBatch& batch, float* logits) {
-  tp_.run_stages(batch, logits, cfg_.vocab_size,
+  tp_.run_stages(batch, logits, cfg_.vocab_size, cfg_.hidden_size,
                  [&](const ForwardBatch& part, float* part_logits) { forward_part(part, part_logits); });
 }
 
@@ -246,11 +245,11 @@ void DenseModel::forward_part(const ForwardBatch& batch, float* logits) {
   const int64_t half = rope_.dim() / 2;
   for (int64_t t = 0; t < n; ++t) rope_.angles(flat_.pos[static_cast<size_t>(t)], &cos_[t * half], &sin_[t * half]);
 
-  check_tap_layers(batch, cfg_.num_layers);
+  check_tap_layers(batch, tp_.total_layers());
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     attention_block(w_.layers[l], static_cast<int>(l), batch);
     mlp_block(w_.layers[l], n);
-    capture_taps(batch, static_cast<int64_t>(l), x_.data(), n, H);
+    capture_taps(batch, tp_.first_layer() + static_cast<int64_t>(l), x_.data(), n, H);
   }
   if (!tp_.last_stage()) return tp_.send_to_next_stage(x_.data(), n * H);
 
@@ -317,13 +316,12 @@ void DenseModel::output_head(const float* hidden, int64_t rows, float* logits) {
   if (!tp_.active()) return w_.lm_head.matmul(hidden, rows, logits, pool_);
   lend_check({});
   tp_.lend_output_head(hidden, rows, cfg_.hidden_size,
-                       [&] { tp_.logits(w_.lm_head, hidden, rows, cfg_.vocab_size, logits, pool_); });
+                       [&] { tp_.head_logits(w_.lm_head, hidden, rows, cfg_.vocab_size, logits, pool_); });
 }
 
 // What must hold before rank 0 tells the other ranks to lend: a failure past that point would
 // end the job.
 void DenseModel::lend_check(std::span<const int32_t> ids) const {
-  if (const std::string problem = tp_.drafter_lending_problem(); !problem.empty()) fail(problem);
   if (tp_.world_rank() != 0) fail("only rank 0 of a split model runs a drafter");
   for (const int32_t id : ids)
     if (id < 0 || id >= cfg_.vocab_size) fail("embed_rows: token id ", id, " outside the vocabulary");

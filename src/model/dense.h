@@ -55,7 +55,7 @@ class DenseModel final : public Model {
   void embed_rows(std::span<const int32_t> ids, float* out) const override;
   void output_head(const float* hidden, int64_t rows, float* logits) override;
   void serve_steps() override;
-  std::string drafter_lending_problem() const override { return tp_.drafter_lending_problem(); }
+  int64_t layer_count() const override { return tp_.total_layers() > 0 ? tp_.total_layers() : cfg_.num_layers; }
   ~DenseModel() override;  // rank 0 of a tensor-parallel model releases the other ranks
 
  private:

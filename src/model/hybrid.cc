@@ -60,8 +60,7 @@ void HybridModel::bind_weights(const LoadOptions& opts) {
 
   const std::string embed_name = gguf ? "token_embd.weight" : root + "embed_tokens.weight";
   const std::string final_norm = gguf ? "output_norm.weight" : root + "norm.weight";
-  if (tp_.last_stage()) final_norm_ = gain(final_norm, H);
-  else c.ignore(TpRuntime::regex_quote(final_norm), "held by the last pipeline stage");
+  final_norm_ = gain(final_norm, H);  // every stage: rank 0 final-norms the rows an MTP head reads
   const std::string head = gguf ? "output.weight" : "lm_head.weight";
   if (gguf) cfg_.tie_word_embeddings = !c.has(head);  // llama.cpp: no output tensor means tied
   if (cfg_.tie_word_embeddings && c.has(head)) c.ignore("lm_head\\.weight", "tied to the embedding (tie_word_embeddings)");
@@ -219,15 +218,19 @@ void HybridModel::bind_layer(HybridLayer& L, const std::string& p, bool linear, 
 
 // The MTP head binds when mtp.fc.weight exists; without it the head cannot run, and its other
 // tensors (often shipped anyway) are ignored by a rule that names the missing projection.
+// In pipeline stages the MTP head (present and complete) is bound by the last stage; the
+// others mark its tensors as the last stage's and know it is there (rank 0 lends it).
+bool HybridModel::held_by_last_stage(const std::string& pattern) {
+  if (tp_.stages() == 1 || tp_.last_stage()) return false;
+  ckpt_->ignore(pattern, "the MTP head, held by the last pipeline stage");
+  mtp_available_ = true;
+  mtp_status_ = "available (1 layer, on the last pipeline stage)";
+  return true;
+}
+
 void HybridModel::bind_mtp(const QuantConfig& quant) {
   Checkpoint& c = *ckpt_;
   const int64_t H = cfg_.hidden_size;
-  if (tp_.stages() > 1) {
-    const std::string why = "the MTP head does not run in pipeline stages";
-    c.ignore(cfg_.gguf_hybrid_layout ? "blk\\." + std::to_string(cfg_.num_layers) + "\\..*" : R"(mtp\..*)", why);
-    mtp_status_ = "unavailable (" + why + ")";
-    return;
-  }
   if (cfg_.gguf_hybrid_layout) return bind_gguf_mtp(quant);
   bool any = false;
   for (const std::string& name : c.tensor_names()) any = any || name.starts_with("mtp.");
@@ -240,6 +243,7 @@ void HybridModel::bind_mtp(const QuantConfig& quant) {
     c.ignore(R"(mtp\..*)", "MTP head unavailable: mtp.fc.weight is missing");
     return;
   }
+  if (held_by_last_stage(R"(mtp\..*)")) return;
   mtp_.fc = Linear::bind(c, "mtp.fc.weight", {H, 2 * H}, quant);
   mtp_.norm_embedding = gain("mtp.pre_fc_norm_embedding.weight", H);
   mtp_.norm_hidden = gain("mtp.pre_fc_norm_hidden.weight", H);
@@ -273,6 +277,7 @@ void HybridModel::bind_gguf_mtp(const QuantConfig& quant) {
     c.ignore(block_pattern + ".*", "MTP head unavailable: " + block + "nextn.eh_proj.weight is missing");
     return;
   }
+  if (held_by_last_stage(block_pattern + ".*")) return;
   mtp_.fc = Linear::bind(c, block + "nextn.eh_proj.weight", {H, 2 * H}, quant);
   mtp_.norm_embedding = gain(block + "nextn.enorm.weight", H);
   mtp_.norm_hidden = gain(block + "nextn.hnorm.weight", H);
@@ -347,9 +352,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   if (flat_.size() == 0) return;
   check_states(batch);
-  check_tap_layers(batch, cfg_.num_layers);
-  if (tp_.stages() > 1 && !batch.tap_layers.empty())
-    fail("forward: a drafter's taps of the residual stream are not available under pipeline parallelism");
+  check_tap_layers(batch, tp_.total_layers());
   if (!tp_.active()) return forward_local(batch, logits);
   if (tp_.world_rank() != 0) fail("forward: rank ", tp_.world_rank(), " of a parallel model runs serve_steps(), not forward()");
   tp_.forward(batch, [&] { forward_local(batch, logits); });
@@ -364,15 +367,24 @@ void HybridModel::serve_steps() {
     forward_local(batch, nullptr);
   };
   worker.embed = [&, H](std::span<const int32_t> ids) {
+    if (!tp_.first_stage()) return;  // the first stage holds the embedding
     std::vector<float> rows(ids.size() * static_cast<size_t>(H));
     tp_.embed(embed_, ids, H, rows.data());
   };
   worker.output_head = [&, V](const float* hidden, int64_t rows) {
-    tp_.logits(lm_head_, hidden, rows, V, nullptr, pool_);
+    tp_.head_logits(lm_head_, hidden, rows, V, nullptr, pool_);
   };
   if (mtp_available_) {
-    worker.mtp = [&](const ForwardBatch& batch, const float* hidden, bool with_logits) {
-      mtp_local(batch, hidden, nullptr, with_logits);
+    // The last stage runs the head (the only one in tensor parallelism alone); its first rank
+    // sends a pipelined rank 0 the head's hidden rows and the logits it asked for.
+    worker.mtp = [&, H, V](const ForwardBatch& batch, const float* hidden, const float* embedded, bool with_logits) {
+      if (!tp_.last_stage()) return;
+      const bool sends = tp_.stages() > 1 && tp_.sends_last_stage();
+      if (sends && with_logits) mtp_logits_.resize(static_cast<size_t>(logit_rows(batch) * V));
+      mtp_local(batch, hidden, embedded, sends && with_logits ? mtp_logits_.data() : nullptr, with_logits);
+      if (!sends) return;
+      tp_.send_to_first(xn_.data(), mtp_rows_ * H);
+      if (with_logits) tp_.send_to_first(mtp_logits_.data(), mtp_rows_ * V);
     };
     worker.mtp_kv = mtp_kv_config();
   }
@@ -380,7 +392,7 @@ void HybridModel::serve_steps() {
 }
 
 void HybridModel::forward_local(const ForwardBatch& batch, float* logits) {
-  tp_.run_stages(batch, logits, cfg_.vocab_size,
+  tp_.run_stages(batch, logits, cfg_.vocab_size, cfg_.hidden_size,
                  [&](const ForwardBatch& part, float* part_logits) { forward_part(part, part_logits); });
 }
 
@@ -409,7 +421,7 @@ void HybridModel::forward_part(const ForwardBatch& batch, float* logits) {
     tp_.all_reduce(tmp_.data(), n * H);  // row-parallel out_proj / o_proj: sum the ranks' heads
     kernels::add_inplace(x_.data(), tmp_.data(), n * H);
     mlp_block(L, n);
-    capture_taps(batch, static_cast<int64_t>(l), x_.data(), n, H);
+    capture_taps(batch, tp_.first_layer() + static_cast<int64_t>(l), x_.data(), n, H);
   }
   if (!tp_.last_stage()) return tp_.send_to_next_stage(x_.data(), n * H);
 
@@ -433,13 +445,12 @@ void HybridModel::output_head(const float* hidden, int64_t rows, float* logits) 
   if (!tp_.active()) return lm_head_.matmul(hidden, rows, logits, pool_);
   lend_check({});
   tp_.lend_output_head(hidden, rows, cfg_.hidden_size,
-                       [&] { tp_.logits(lm_head_, hidden, rows, cfg_.vocab_size, logits, pool_); });
+                       [&] { tp_.head_logits(lm_head_, hidden, rows, cfg_.vocab_size, logits, pool_); });
 }
 
 // What must hold before rank 0 tells the other ranks to lend: a failure past that point would
 // end the job.
 void HybridModel::lend_check(std::span<const int32_t> ids) const {
-  if (const std::string problem = tp_.drafter_lending_problem(); !problem.empty()) fail(problem);
   if (tp_.world_rank() != 0) fail("only rank 0 of a split model runs a drafter");
   for (const int32_t id : ids)
     if (id < 0 || id >= cfg_.vocab_size) fail("embed_rows: token id ", id, " outside the vocabulary");
@@ -452,21 +463,37 @@ void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, fl
     fail("mtp_forward: the batch needs a one-layer KV pool (HybridModel::mtp_kv_config)");
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   if (flat_.size() == 0) return;
-  if (!tp_.active()) return mtp_local(batch, hidden, logits, logits != nullptr);
+  if (!tp_.active()) return mtp_local(batch, hidden, nullptr, logits, logits != nullptr);
   lend_check({});
-  tp_.lend_mtp(batch, hidden, cfg_.hidden_size, logits != nullptr,
-               [&] { mtp_local(batch, hidden, logits, logits != nullptr); });
+  const int64_t H = cfg_.hidden_size;
+  if (tp_.stages() == 1)
+    return tp_.lend_mtp(batch, hidden, nullptr, H, logits != nullptr,
+                        [&] { mtp_local(batch, hidden, nullptr, logits, logits != nullptr); });
+  // Pipeline stages: the head runs on the last stage, the embedding lives on the first (here).
+  const std::vector<int32_t> ids = flat_.ids;
+  const auto rows = static_cast<int64_t>(flat_.logit_row.size());
+  std::vector<float> embedded(ids.size() * static_cast<size_t>(H));
+  embed_rows(ids, embedded.data());
+  tp_.lend_mtp(batch, hidden, embedded.data(), H, logits != nullptr, [&] {
+    ensure_buffers(static_cast<int64_t>(ids.size()));
+    tp_.recv_from_last(xn_.data(), rows * H);
+    if (logits != nullptr) tp_.recv_from_last(logits, rows * cfg_.vocab_size);
+    last_rows_ = 0;
+    mtp_rows_ = rows;
+  });
 }
 
 // The head on this rank's slices (every rank of a split model runs it together).
-void HybridModel::mtp_local(const ForwardBatch& batch, const float* hidden, float* logits, bool with_logits) {
+void HybridModel::mtp_local(const ForwardBatch& batch, const float* hidden, const float* embedded, float* logits,
+                            bool with_logits) {
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   const int64_t n = flat_.size(), H = cfg_.hidden_size;
   if (n == 0) return;
   ensure_buffers(n);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   // x = fc([norm_e(embed(t_{i+1})); norm_h(h_i)])
-  if (tp_.active()) tp_.embed(embed_, flat_.ids, H, tmp_.data());  // vocabulary-parallel rows
+  if (embedded != nullptr) std::copy_n(embedded, n * H, tmp_.data());  // looked up by the first stage
+  else if (tp_.active()) tp_.embed(embed_, flat_.ids, H, tmp_.data());  // vocabulary-parallel rows
   else
     for (int64_t t = 0; t < n; ++t) embed_.dequantize_row(flat_.ids[static_cast<size_t>(t)], &tmp_[t * H]);
   for (int64_t t = 0; t < n; ++t) {

@@ -71,7 +71,7 @@ class HybridModel final : public Model {
   void output_head(const float* hidden, int64_t rows, float* logits) override;
 
   void serve_steps() override;
-  std::string drafter_lending_problem() const override { return tp_.drafter_lending_problem(); }
+  int64_t layer_count() const override { return tp_.total_layers() > 0 ? tp_.total_layers() : cfg_.num_layers; }
   ~HybridModel() override;  // rank 0 of a tensor-parallel model releases the other ranks
 
   // Tests and benchmarks: run prefill through the recurrent form too.
@@ -111,7 +111,11 @@ class HybridModel final : public Model {
   void bind_weights(const LoadOptions& opts);
   void bind_layer(HybridLayer& L, const std::string& prefix, bool linear, bool sparse, const QuantConfig& quant);
   void bind_mtp(const QuantConfig& quant);
-  void mtp_local(const ForwardBatch& batch, const float* hidden, float* logits, bool with_logits);
+  // The head on this rank's slices; embedded: the tokens' embedding rows when given (pipeline
+  // stages), else looked up here.
+  void mtp_local(const ForwardBatch& batch, const float* hidden, const float* embedded, float* logits,
+                 bool with_logits);
+  bool held_by_last_stage(const std::string& pattern);
   void lend_check(std::span<const int32_t> ids) const;  // throws what would fail a lent collective
   void attention_block(const GatedAttentionWeights& A, int kv_layer, const ForwardBatch& batch);
   void linear_block(const HybridLayer& L, const ForwardBatch& batch);
@@ -159,6 +163,7 @@ class HybridModel final : public Model {
   // Activation scratch, grown on demand.
   int64_t cap_tokens_ = 0;
   std::vector<float> x_, xn_, qg_, q_, k_, v_, attn_, gate_, tmp_;  // [n, ...] (gate_: the attention gate)
+  std::vector<float> mtp_logits_;  // the last stage's MTP logits for a pipelined rank 0
   std::vector<float> mtp_in_;                                            // [n, 2H]
   std::vector<float> cos_, sin_;                                         // [n, rotary_dim/2]
   std::vector<float> scores_;

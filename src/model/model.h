@@ -105,19 +105,21 @@ class Model {
   // The batched forward; see ForwardBatch. logits: [logit_rows(batch), vocab].
   virtual void forward(const ForwardBatch& batch, float* logits) = 0;
 
+  // The whole model's layers: a drafter's tap indices count these (under pipeline parallelism
+  // rank 0's config() holds only its stage's layers).
+  virtual int64_t layer_count() const { return config().num_layers; }
   // What a drafter borrows from its target: the input embedding rows of ids (out: [n, hidden])
   // and the output head alone, without the final norm (hidden: [rows, hidden], logits:
-  // [rows, vocab]). Models that cannot lend them throw zen::Error.
+  // [rows, vocab]). Models that cannot lend them throw zen::Error. A model split over MPI
+  // ranks lends them on rank 0, each borrowing a message the other ranks answer with their
+  // shares (model/tp_runtime.h).
   virtual void embed_rows(std::span<const int32_t> ids, float* out) const;
   virtual void output_head(const float* hidden, int64_t rows, float* logits);
 
   // Tensor parallelism, on ranks other than 0: runs the forwards that rank 0's forward()
   // broadcasts, until rank 0's model is destroyed. Models without a sharded form throw.
   virtual void serve_steps();
-  // Why the model cannot lend its embedding rows and output head to a drafter ("" when it can).
-  // Split over tensor-parallel ranks it lends them with the other ranks running their shares
-  // (each call a collective); over pipeline stages it cannot (they live on different ranks).
-  virtual std::string drafter_lending_problem() const { return ""; }
+
 };
 
 }  // namespace zen

@@ -74,18 +74,21 @@ void TpRuntime::lend_output_head(const float* hidden, int64_t rows, int64_t H, c
   send(dist::StepKind::OutputHead, body, local);
 }
 
-// Body: [u64 step bytes][the step][u64 with_logits][hidden f32 of every batch token].
-void TpRuntime::lend_mtp(const ForwardBatch& batch, const float* hidden, int64_t H, bool with_logits,
-                         const std::function<void()>& local) {
+// Body: [u64 step bytes][the step][u64 with_logits][u64 embedded given][hidden f32 of every
+// batch token][embedding rows f32 of every batch token, when given].
+void TpRuntime::lend_mtp(const ForwardBatch& batch, const float* hidden, const float* embedded, int64_t H,
+                         bool with_logits, const std::function<void()>& local) {
   const std::vector<uint8_t> step = dist::encode_step(batch);
   int64_t tokens = 0;
   for (const SeqSlice& s : batch.seqs) tokens += static_cast<int64_t>(s.tokens.size());
   std::vector<uint8_t> body;
-  const uint64_t step_bytes = step.size(), logits_flag = with_logits ? 1 : 0;
+  const uint64_t step_bytes = step.size(), logits_flag = with_logits ? 1 : 0, embedded_flag = embedded ? 1 : 0;
   append(body, &step_bytes, 1);
   body.insert(body.end(), step.begin(), step.end());
   append(body, &logits_flag, 1);
+  append(body, &embedded_flag, 1);
   append(body, hidden, static_cast<size_t>(tokens * H));
+  if (embedded != nullptr) append(body, embedded, static_cast<size_t>(tokens * H));
   send(dist::StepKind::Mtp, body, local);
 }
 
@@ -173,6 +176,14 @@ void TpRuntime::serve(const ModelConfig& local_cfg, const Worker& worker) {
           if (step.states_id != 0) batch.states = &worker_states(local_cfg, step.states_id, step.states_slots);
           batch.seqs = step.seqs;
           batch.argmax_only = step.argmax_only;
+          if (!step.tap_layers.empty()) {  // captured here for the layers of this stage
+            int64_t tokens = 0;
+            for (const SeqSlice& s : step.seqs) tokens += static_cast<int64_t>(s.tokens.size());
+            worker_taps_.assign(static_cast<size_t>(tokens) * step.tap_layers.size() * static_cast<size_t>(worker.hidden),
+                                0.0f);
+            batch.tap_layers = step.tap_layers;
+            batch.taps = worker_taps_.data();
+          }
           worker.forward(batch);
           break;
         }
@@ -196,15 +207,18 @@ void TpRuntime::serve(const ModelConfig& local_cfg, const Worker& worker) {
           const uint64_t step_bytes = take<uint64_t>(body, at, 1)[0];
           const std::vector<uint8_t> step_body = take<uint8_t>(body, at, step_bytes);
           const bool with_logits = take<uint64_t>(body, at, 1)[0] != 0;
+          const bool with_embedded = take<uint64_t>(body, at, 1)[0] != 0;
           const dist::DecodedStep step = dist::decode_step(step_body);
           int64_t tokens = 0;
           for (const SeqSlice& s : step.seqs) tokens += static_cast<int64_t>(s.tokens.size());
-          const std::vector<float> hidden = take<float>(body, at, static_cast<size_t>(tokens * worker.hidden));
+          const auto rows = static_cast<size_t>(tokens * worker.hidden);
+          const std::vector<float> hidden = take<float>(body, at, rows);
+          const std::vector<float> embedded = take<float>(body, at, with_embedded ? rows : 0);
           if (at != body.size()) fail("MTP message of ", body.size(), " bytes holds ", at);
           ForwardBatch batch;
           batch.kv = &worker_pool(1, worker.mtp_kv, step.pool);
           batch.seqs = step.seqs;
-          run(batch, hidden.data(), with_logits);
+          run(batch, hidden.data(), with_embedded ? embedded.data() : nullptr, with_logits);
           break;
         }
         default: fail("unknown step kind ", static_cast<uint32_t>(header.kind));
@@ -219,9 +233,15 @@ void TpRuntime::all_reduce(float* data, int64_t n) {
   if (tp_.size() > 1) tp_.tp_comm().all_reduce_sum(data, static_cast<size_t>(n));
 }
 
-void TpRuntime::run_stages(const ForwardBatch& batch, float* logits, int64_t V,
+void TpRuntime::run_stages(const ForwardBatch& batch, float* logits, int64_t V, int64_t H,
                            const std::function<void(const ForwardBatch&, float*)>& part) {
   if (stages() == 1) return part(batch, logits);
+  run_micro_batches(batch, logits, V, H, part);
+  if (batch.taps != nullptr && !batch.tap_layers.empty()) exchange_taps(batch, H);
+}
+
+void TpRuntime::run_micro_batches(const ForwardBatch& batch, float* logits, int64_t V, int64_t H,
+                                  const std::function<void(const ForwardBatch&, float*)>& part) {
   const int64_t rows = logit_rows(batch);
   const bool rank0 = world_rank() == 0;
   float* out = nullptr;
@@ -234,13 +254,16 @@ void TpRuntime::run_stages(const ForwardBatch& batch, float* logits, int64_t V,
     }
   }
   const size_t seqs = batch.seqs.size(), parts = std::min(seqs, static_cast<size_t>(stages()));
-  int64_t row = 0;
+  int64_t row = 0, token = 0;
+  const auto tap_row = static_cast<int64_t>(batch.tap_layers.size()) * H;
   for (size_t m = 0; m < parts; ++m) {
     ForwardBatch micro = batch;
     const size_t b = m * seqs / parts, e = (m + 1) * seqs / parts;
     micro.seqs = batch.seqs.subspan(b, e - b);
+    if (batch.taps != nullptr) micro.taps = batch.taps + token * tap_row;  // the micro-batch's rows
     part(micro, last_stage() ? out + row * V : nullptr);
     row += logit_rows(micro);
+    for (const SeqSlice& s : micro.seqs) token += static_cast<int64_t>(s.tokens.size());
   }
   // Argmax-only rows travel as (max, index): 8 bytes a row instead of 4 V.
   if (batch.argmax_only) pipeline_maxima_.resize(static_cast<size_t>(rows));
@@ -256,10 +279,59 @@ void TpRuntime::run_stages(const ForwardBatch& batch, float* logits, int64_t V,
   }
 }
 
+// Stage s > 0's first rank sends rank 0 the taps of its layers, [tokens, its taps, H] in
+// tap order; rank 0 puts them in place. The other ranks of a stage hold the same rows.
+void TpRuntime::exchange_taps(const ForwardBatch& batch, int64_t H) {
+  int64_t tokens = 0;
+  for (const SeqSlice& s : batch.seqs) tokens += static_cast<int64_t>(s.tokens.size());
+  const auto n_taps = static_cast<int64_t>(batch.tap_layers.size());
+  for (int s = 1; s < stages(); ++s) {
+    const dist::Range layers = stage_ranges_.at(static_cast<size_t>(s));
+    std::vector<int64_t> cols;
+    for (int64_t j = 0; j < n_taps; ++j)
+      if (batch.tap_layers[static_cast<size_t>(j)] >= layers.begin && batch.tap_layers[static_cast<size_t>(j)] < layers.end)
+        cols.push_back(j);
+    const int speaker = s * size();
+    if (cols.empty() || (world_rank() != speaker && world_rank() != 0)) continue;
+    const auto width = static_cast<int64_t>(cols.size());
+    tap_rows_.resize(static_cast<size_t>(tokens * width * H));
+    auto each = [&](auto&& copy) {
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t c = 0; c < width; ++c)
+          copy(batch.taps + (t * n_taps + cols[static_cast<size_t>(c)]) * H, &tap_rows_[static_cast<size_t>((t * width + c) * H)]);
+    };
+    const size_t bytes = tap_rows_.size() * sizeof(float);
+    if (world_rank() == speaker) {
+      each([&](const float* from, float* to) { std::copy_n(from, H, to); });
+      tp_.comm->send(tap_rows_.data(), bytes, 0);
+    } else {
+      tp_.comm->recv(tap_rows_.data(), bytes, speaker);
+      each([&](float* to, const float* from) { std::copy_n(from, H, to); });
+    }
+  }
+}
+
+void TpRuntime::head_logits(const Linear& lm_head, const float* xn, int64_t rows, int64_t V, float* out,
+                            ThreadPool& pool) {
+  if (stages() == 1) return logits(lm_head, xn, rows, V, out, pool);
+  if (last_stage()) {
+    float* mine = nullptr;
+    if (world_rank() == last_stage_speaker()) {
+      pipeline_logits_.resize(static_cast<size_t>(rows * V));
+      mine = world_rank() == 0 ? out : pipeline_logits_.data();
+    }
+    logits(lm_head, xn, rows, V, mine, pool);
+    if (sends_last_stage()) send_logits_to_first(mine, rows * V);
+  } else if (world_rank() == 0) {
+    recv_logits_from_last(out, rows * V);
+  }
+}
+
 dist::Range TpRuntime::stage_layers(Checkpoint& c, const ModelConfig& cfg,
                                     const std::vector<std::string>& layer_prefixes,
-                                    const std::string& head_name) const {
+                                    const std::string& head_name) {
   const auto L = static_cast<int64_t>(layer_prefixes.size());
+  stage_ranges_.assign(1, {0, L});
   if (stages() == 1) return {0, L};
   std::vector<double> cost(static_cast<size_t>(L), 0.0);
   const double expert_share =
@@ -273,7 +345,9 @@ dist::Range TpRuntime::stage_layers(Checkpoint& c, const ModelConfig& cfg,
       }
   const TensorView* head = c.peek(head_name);
   const double head_cost = head != nullptr ? static_cast<double>(head->nbytes) : 0.0;
-  const dist::Range own = dist::pipeline_layers(cost, head_cost, stages(), stage());
+  stage_ranges_.clear();
+  for (int st = 0; st < stages(); ++st) stage_ranges_.push_back(dist::pipeline_layers(cost, head_cost, stages(), st));
+  const dist::Range own = stage_ranges_[static_cast<size_t>(stage())];
   for (int64_t i = 0; i < L; ++i)
     if (i < own.begin || i >= own.end)
       c.ignore(regex_quote(layer_prefixes[static_cast<size_t>(i)]) + ".*", "a layer of another pipeline stage");
@@ -311,6 +385,15 @@ int TpRuntime::last_stage_speaker() const { return (stages() - 1) * size(); }
 void TpRuntime::send_logits_to_first(const float* logits, int64_t n) {
   if (tp_.world_rank() == last_stage_speaker() && tp_.world_rank() != 0)
     tp_.comm->send(logits, static_cast<size_t>(n) * sizeof(float), 0);
+}
+
+void TpRuntime::send_to_first(const float* data, int64_t n) {
+  if (sends_last_stage()) tp_.comm->send(data, static_cast<size_t>(n) * sizeof(float), 0);
+}
+
+void TpRuntime::recv_from_last(float* data, int64_t n) {
+  if (const int last = last_stage_speaker(); last != 0 && world_rank() == 0)
+    tp_.comm->recv(data, static_cast<size_t>(n) * sizeof(float), last);
 }
 
 void TpRuntime::recv_logits_from_last(float* logits, int64_t n) {

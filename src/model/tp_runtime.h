@@ -53,7 +53,9 @@ class TpRuntime {
   // micro-batch m while s + 1 works on m - 1, the last stage's logits (argmax-only: their
   // (max, index)) going to rank 0 at the end. Every message flows forward until then, so
   // blocking sends cannot deadlock. part's logits are null where this rank computes none.
-  void run_stages(const ForwardBatch& batch, float* logits, int64_t V,
+  // A drafter's taps of layers on other stages are captured there and sent to rank 0 after
+  // the forward (H: the hidden size).
+  void run_stages(const ForwardBatch& batch, float* logits, int64_t V, int64_t H,
                   const std::function<void(const ForwardBatch&, float*)>& part);
   // This stage's layers (all without pipeline stages), balanced by the bytes a decoded token
   // reads: each layer's tensors (under layer_prefixes[i]; routed experts at k / E), the
@@ -62,12 +64,19 @@ class TpRuntime {
   // layer counts alone would make the last stage the slow one. The other stages' layers are
   // marked in the ledger as theirs (never read here).
   dist::Range stage_layers(Checkpoint& c, const ModelConfig& cfg, const std::vector<std::string>& layer_prefixes,
-                           const std::string& head_name) const;
+                           const std::string& head_name);
+  // After stage_layers: the first of this stage's layers in the whole model, and the whole
+  // model's layer count (tap layers are whole-model indices).
+  int64_t first_layer() const { return stage_ranges_.empty() ? 0 : stage_ranges_[static_cast<size_t>(stage())].begin; }
+  int64_t total_layers() const { return stage_ranges_.empty() ? 0 : stage_ranges_.back().end; }
   // The largest v over the job's ranks (a collective: every rank calls it at load).
   int64_t max_over_ranks(int64_t v);
   // name as a regular expression matching itself (Checkpoint::ignore patterns).
   static std::string regex_quote(const std::string& name);
   void send_to_next_stage(const float* data, int64_t n);
+  // The last stage's first rank to rank 0 (a drafter's rows; nothing when it is rank 0).
+  void send_to_first(const float* data, int64_t n);
+  void recv_from_last(float* data, int64_t n);
   void recv_from_previous_stage(float* data, int64_t n);
   // Called by the last stage and by rank 0 (nothing when they are the same rank); of the last
   // stage's tensor-parallel ranks only the first sends.
@@ -82,31 +91,34 @@ class TpRuntime {
   // What ranks > 0 run for rank 0's messages. forward: a step of the model. The rest serve a
   // drafter on rank 0 that borrows the target's parts (null: the model lends no such part):
   // embed, its share of the embedding rows of ids (embed()); output_head, its share of the
-  // output head over hidden rows [rows, H] (logits()); mtp, its share of the MTP head over a
-  // batch of the pool sized by mtp_kv, with hidden [batch tokens, H], and with_logits whether
-  // rank 0 wants the head's logits.
+  // output head over hidden rows [rows, H] (head_logits()); mtp, its share of the MTP head over
+  // a batch of the pool sized by mtp_kv, with hidden [batch tokens, H], the tokens' embedding
+  // rows (pipeline stages: rank 0 looks them up; else null), and with_logits whether rank 0
+  // wants the head's logits.
   struct Worker {
     std::function<void(const ForwardBatch&)> forward;
     std::function<void(std::span<const int32_t> ids)> embed;
     std::function<void(const float* hidden, int64_t rows)> output_head;
-    std::function<void(const ForwardBatch&, const float* hidden, bool with_logits)> mtp;
+    std::function<void(const ForwardBatch&, const float* hidden, const float* embedded, bool with_logits)> mtp;
     ModelConfig mtp_kv;
     int64_t hidden = 0;  // H
   };
   // Ranks > 0: runs rank 0's steps until it stops. local_cfg sizes this rank's pools.
   void serve(const ModelConfig& local_cfg, const Worker& worker);
 
-  // Why a drafter cannot borrow the model's embedding and output head ("" when it can).
-  std::string drafter_lending_problem() const {
-    return stages() > 1 ? "a model in pipeline stages holds its embedding and its output head on different ranks" : "";
-  }
-  // Rank 0, tensor parallel without pipeline stages: a drafter's borrowing, run with the other
-  // ranks: sends what they need, then runs local() (its collectives meet theirs). An exception
-  // from local ends the job, as in forward().
+  // Rank 0: a drafter's borrowing, run with the other ranks: sends what they need, then runs
+  // local() (its collectives and receives meet theirs). An exception from local ends the job,
+  // as in forward().
   void lend_embed(std::span<const int32_t> ids, const std::function<void()>& local);
   void lend_output_head(const float* hidden, int64_t rows, int64_t H, const std::function<void()>& local);
-  void lend_mtp(const ForwardBatch& batch, const float* hidden, int64_t H, bool with_logits,
+  void lend_mtp(const ForwardBatch& batch, const float* hidden, const float* embedded, int64_t H, bool with_logits,
                 const std::function<void()>& local);
+  // logits[rows, V] <- lm_head(xn) of the last stage, on rank 0 (the last stage computes them,
+  // vocabulary-parallel, and sends them); logits() without pipeline stages.
+  void head_logits(const Linear& lm_head, const float* xn, int64_t rows, int64_t V, float* logits, ThreadPool& pool);
+  // Whether this rank sends the last stage's results to rank 0 (the last stage's first rank,
+  // not rank 0 itself).
+  bool sends_last_stage() const { return world_rank() == last_stage_speaker() && world_rank() != 0; }
 
   // data[n] <- the sum over ranks (nothing without tensor parallelism).
   void all_reduce(float* data, int64_t n);
@@ -136,6 +148,9 @@ class TpRuntime {
  private:
   int last_stage_speaker() const;  // the world rank that sends the last stage's logits
   void watch(StatePool* states);
+  void exchange_taps(const ForwardBatch& batch, int64_t H);
+  void run_micro_batches(const ForwardBatch& batch, float* logits, int64_t V, int64_t H,
+                         const std::function<void(const ForwardBatch&, float*)>& part);
   void send(dist::StepKind kind, const std::vector<uint8_t>& body, const std::function<void()>& local);
   KvPool& worker_pool(int slot, const ModelConfig& cfg, const dist::PoolShape& shape);
   void send_state_op(const dist::StateOp& op);
@@ -148,6 +163,8 @@ class TpRuntime {
   std::vector<RowMax> local_maxima_, gathered_maxima_;  // [rows], [ranks, rows]
   std::vector<float> pipeline_logits_;  // [rows, V]: the last stage's, or rank 0's without a buffer
   std::vector<RowMax> pipeline_maxima_;  // [rows] of argmax-only steps
+  std::vector<dist::Range> stage_ranges_;  // every stage's layers (stage_layers)
+  std::vector<float> worker_taps_, tap_rows_;  // a rank's taps of a step; packed rows sent
   // Rank 0: whether its own forward runs (its state operations then are the forward's own).
   // Shared with the observers it installs, which may outlive it.
   struct Watch {

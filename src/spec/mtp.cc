@@ -32,7 +32,7 @@ MtpProposer::MtpProposer(Model& target)
     : target_(hybrid_with_head(target)),
       H_(target.config().hidden_size),
       V_(target.config().vocab_size),
-      tap_layer_{static_cast<int32_t>(target.config().num_layers - 1)} {}
+      tap_layer_{static_cast<int32_t>(target.layer_count() - 1)} {}
 
 size_t MtpProposer::kv_bytes_per_token() const { return KvPool::bytes_per_token(target_.mtp_kv_config(), KvDType::F32); }
 

@@ -101,14 +101,14 @@ DrafterConfig DrafterConfig::from_json(const Json& root) {
   return c;
 }
 
-void DrafterConfig::check_fits(const ModelConfig& target) const {
+void DrafterConfig::check_fits(const ModelConfig& target, int64_t target_layers) const {
   if (decoder.hidden_size != target.hidden_size)
     fail("drafter hidden_size ", decoder.hidden_size, " does not fit the target's ", target.hidden_size);
   if (decoder.vocab_size != target.vocab_size)
     fail("drafter vocab_size ", decoder.vocab_size, " does not fit the target's ", target.vocab_size);
   for (int32_t id : target_layer_ids)
-    if (id < 0 || id >= target.num_layers)
-      fail("drafter target_layer_ids entry ", id, " is outside the target's ", target.num_layers, " layers");
+    if (id < 0 || id >= target_layers)
+      fail("drafter target_layer_ids entry ", id, " is outside the target's ", target_layers, " layers");
   if (mask_token_id < 0 || mask_token_id >= target.vocab_size)
     fail("drafter mask_token_id ", mask_token_id, " is outside the target's vocabulary of ", target.vocab_size);
 }
@@ -153,7 +153,7 @@ std::unique_ptr<Drafter> Drafter::load(const std::string& folder, Model& target,
   auto ckpt = Checkpoint::open(folder);
   if (ckpt->hf_config().is_null()) fail(folder, ": a DFlash drafter is a folder with config.json and safetensors");
   DrafterConfig cfg = DrafterConfig::from_json(ckpt->hf_config());
-  cfg.check_fits(target.config());
+  cfg.check_fits(target.config(), target.layer_count());
   auto d = std::unique_ptr<Drafter>(new Drafter(std::move(ckpt), std::move(cfg), target));
   if (q8_0) {
     d->fc_.requantize_q8_0();

@@ -53,7 +53,7 @@ struct DrafterConfig {
   // config.json of a drafter folder (dflash_config, or the same keys at the top level).
   static DrafterConfig from_json(const nlohmann::json& root);
   // Throws zen::Error with the numbers when the drafter does not fit the target.
-  void check_fits(const ModelConfig& target) const;
+  void check_fits(const ModelConfig& target, int64_t target_layers) const;  // target_layers: Model::layer_count()
   int64_t tap_width() const { return static_cast<int64_t>(target_layer_ids.size()) * decoder.hidden_size; }
   // Draft K/V bytes (f32) per context position, summed over the full layers, and the fixed
   // bytes the sliding layers hold at most (window - 1 positions each).

@@ -159,7 +159,7 @@ TEST_F(DFlashV1, AMisfitIsRefusedWithTheNumbers) {
   auto c = DrafterConfig::from_json(nlohmann::json::parse(read_text_file((kDir / "v1/config.json").string())));
   auto expect_refused = [&](DrafterConfig bad, const std::string& words) {
     try {
-      bad.check_fits(target_->config());
+      bad.check_fits(target_->config(), target_->config().num_layers);
       ADD_FAILURE() << "accepted: " << words;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
