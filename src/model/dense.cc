@@ -308,23 +308,15 @@ void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
 
 void DenseModel::embed_rows(std::span<const int32_t> ids, float* out) const {
   if (!tp_.active()) return embedding_rows(w_.embed, cfg_.vocab_size, cfg_.hidden_size, ids, out);
-  lend_check(ids);
+  tp_.check_lend(ids, cfg_.vocab_size);
   tp_.lend_embed(ids, [&] { tp_.embed(w_.embed, ids, cfg_.hidden_size, out); });
 }
 
 void DenseModel::output_head(const float* hidden, int64_t rows, float* logits) {
   if (!tp_.active()) return w_.lm_head.matmul(hidden, rows, logits, pool_);
-  lend_check({});
+  tp_.check_lend({}, cfg_.vocab_size);
   tp_.lend_output_head(hidden, rows, cfg_.hidden_size,
                        [&] { tp_.head_logits(w_.lm_head, hidden, rows, cfg_.vocab_size, logits, pool_); });
-}
-
-// What must hold before rank 0 tells the other ranks to lend: a failure past that point would
-// end the job.
-void DenseModel::lend_check(std::span<const int32_t> ids) const {
-  if (tp_.world_rank() != 0) fail("only rank 0 of a split model runs a drafter");
-  for (const int32_t id : ids)
-    if (id < 0 || id >= cfg_.vocab_size) fail("embed_rows: token id ", id, " outside the vocabulary");
 }
 
 }  // namespace zen

@@ -64,7 +64,6 @@ class DenseModel final : public Model {
   void attention_block(const DenseLayer& L, int layer, const ForwardBatch& batch);
   void mlp_block(const DenseLayer& L, int64_t n);
   void ensure_buffers(int64_t n);
-  void lend_check(std::span<const int32_t> ids) const;  // throws what would fail a lent collective
   // The forward on this rank's slices (collectives included); logits may be null off rank 0.
   void forward_local(const ForwardBatch& batch, float* logits);
   void forward_part(const ForwardBatch& batch, float* logits);  // one micro-batch

@@ -437,23 +437,15 @@ void HybridModel::forward_part(const ForwardBatch& batch, float* logits) {
 
 void HybridModel::embed_rows(std::span<const int32_t> ids, float* out) const {
   if (!tp_.active()) return embedding_rows(embed_, cfg_.vocab_size, cfg_.hidden_size, ids, out);
-  lend_check(ids);
+  tp_.check_lend(ids, cfg_.vocab_size);
   tp_.lend_embed(ids, [&] { tp_.embed(embed_, ids, cfg_.hidden_size, out); });
 }
 
 void HybridModel::output_head(const float* hidden, int64_t rows, float* logits) {
   if (!tp_.active()) return lm_head_.matmul(hidden, rows, logits, pool_);
-  lend_check({});
+  tp_.check_lend({}, cfg_.vocab_size);
   tp_.lend_output_head(hidden, rows, cfg_.hidden_size,
                        [&] { tp_.head_logits(lm_head_, hidden, rows, cfg_.vocab_size, logits, pool_); });
-}
-
-// What must hold before rank 0 tells the other ranks to lend: a failure past that point would
-// end the job.
-void HybridModel::lend_check(std::span<const int32_t> ids) const {
-  if (tp_.world_rank() != 0) fail("only rank 0 of a split model runs a drafter");
-  for (const int32_t id : ids)
-    if (id < 0 || id >= cfg_.vocab_size) fail("embed_rows: token id ", id, " outside the vocabulary");
 }
 
 void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits) {
@@ -464,7 +456,7 @@ void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, fl
   flat_.build(batch, cfg_.vocab_size, batch.kv->block_size());
   if (flat_.size() == 0) return;
   if (!tp_.active()) return mtp_local(batch, hidden, nullptr, logits, logits != nullptr);
-  lend_check({});
+  tp_.check_lend({}, cfg_.vocab_size);
   const int64_t H = cfg_.hidden_size;
   if (tp_.stages() == 1)
     return tp_.lend_mtp(batch, hidden, nullptr, H, logits != nullptr,

@@ -116,7 +116,6 @@ class HybridModel final : public Model {
   void mtp_local(const ForwardBatch& batch, const float* hidden, const float* embedded, float* logits,
                  bool with_logits);
   bool held_by_last_stage(const std::string& pattern);
-  void lend_check(std::span<const int32_t> ids) const;  // throws what would fail a lent collective
   void attention_block(const GatedAttentionWeights& A, int kv_layer, const ForwardBatch& batch);
   void linear_block(const HybridLayer& L, const ForwardBatch& batch);
   void mlp_block(const HybridLayer& L, int64_t n);

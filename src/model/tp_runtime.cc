@@ -62,6 +62,12 @@ std::vector<T> take(const std::vector<uint8_t>& body, size_t& at, size_t n) {
 
 }  // namespace
 
+void TpRuntime::check_lend(std::span<const int32_t> ids, int64_t vocab) const {
+  if (world_rank() != 0) fail("only rank 0 of a split model runs a drafter");
+  for (const int32_t id : ids)
+    if (id < 0 || id >= vocab) fail("embed_rows: token id ", id, " outside the vocabulary");
+}
+
 void TpRuntime::lend_embed(std::span<const int32_t> ids, const std::function<void()>& local) {
   std::vector<uint8_t> body;
   append(body, ids.data(), ids.size());
@@ -147,6 +153,45 @@ KvPool& TpRuntime::worker_pool(int slot, const ModelConfig& cfg, const dist::Poo
   return *pool;
 }
 
+// A step of the model: the same blocks as rank 0's pool, holding this rank's KV heads; a
+// drafter's taps captured here for the layers of this stage.
+void TpRuntime::serve_forward(const ModelConfig& local_cfg, const Worker& worker, std::vector<uint8_t> body) {
+  const dist::DecodedStep step = dist::decode_step(std::move(body));
+  ForwardBatch batch;
+  batch.kv = &worker_pool(0, local_cfg, step.pool);
+  if (step.states_id != 0) batch.states = &worker_states(local_cfg, step.states_id, step.states_slots);
+  batch.seqs = step.seqs;
+  batch.argmax_only = step.argmax_only;
+  if (!step.tap_layers.empty()) {
+    int64_t tokens = 0;
+    for (const SeqSlice& s : step.seqs) tokens += static_cast<int64_t>(s.tokens.size());
+    worker_taps_.assign(static_cast<size_t>(tokens) * step.tap_layers.size() * static_cast<size_t>(worker.hidden), 0.0f);
+    batch.tap_layers = step.tap_layers;
+    batch.taps = worker_taps_.data();
+  }
+  worker.forward(batch);
+}
+
+// The MTP head over a batch of its own pool (lend_mtp's body).
+void TpRuntime::serve_mtp(const Worker::MtpPart& run, const Worker& worker, const std::vector<uint8_t>& body) {
+  size_t at = 0;
+  const uint64_t step_bytes = take<uint64_t>(body, at, 1)[0];
+  const std::vector<uint8_t> step_body = take<uint8_t>(body, at, step_bytes);
+  const bool with_logits = take<uint64_t>(body, at, 1)[0] != 0;
+  const bool with_embedded = take<uint64_t>(body, at, 1)[0] != 0;
+  const dist::DecodedStep step = dist::decode_step(step_body);
+  int64_t tokens = 0;
+  for (const SeqSlice& s : step.seqs) tokens += static_cast<int64_t>(s.tokens.size());
+  const auto rows = static_cast<size_t>(tokens * worker.hidden);
+  const std::vector<float> hidden = take<float>(body, at, rows);
+  const std::vector<float> embedded = take<float>(body, at, with_embedded ? rows : 0);
+  if (at != body.size()) fail("MTP message of ", body.size(), " bytes holds ", at);
+  ForwardBatch batch;
+  batch.kv = &worker_pool(1, worker.mtp_kv, step.pool);
+  batch.seqs = step.seqs;
+  run(batch, hidden.data(), with_embedded ? embedded.data() : nullptr, with_logits);
+}
+
 void TpRuntime::serve(const ModelConfig& local_cfg, const Worker& worker) {
   if (!tp_.active() || tp_.world_rank() == 0) fail("serve_steps: only ranks other than 0 of a parallel model serve steps");
   auto lent = [](const auto& part, const char* what) -> const auto& {
@@ -168,26 +213,11 @@ void TpRuntime::serve(const ModelConfig& local_cfg, const Worker& worker) {
           apply_state_op(local_cfg, op);
           break;
         }
-        case dist::StepKind::Forward: {
-          const dist::DecodedStep step = dist::decode_step(std::move(body));
-          // The same blocks as rank 0's pool, holding this rank's KV heads.
-          ForwardBatch batch;
-          batch.kv = &worker_pool(0, local_cfg, step.pool);
-          if (step.states_id != 0) batch.states = &worker_states(local_cfg, step.states_id, step.states_slots);
-          batch.seqs = step.seqs;
-          batch.argmax_only = step.argmax_only;
-          if (!step.tap_layers.empty()) {  // captured here for the layers of this stage
-            int64_t tokens = 0;
-            for (const SeqSlice& s : step.seqs) tokens += static_cast<int64_t>(s.tokens.size());
-            worker_taps_.assign(static_cast<size_t>(tokens) * step.tap_layers.size() * static_cast<size_t>(worker.hidden),
-                                0.0f);
-            batch.tap_layers = step.tap_layers;
-            batch.taps = worker_taps_.data();
-          }
-          worker.forward(batch);
+        case dist::StepKind::Forward:
+          serve_forward(local_cfg, worker, std::move(body));
           break;
-        }
         case dist::StepKind::Embed: {
+          if (body.size() % sizeof(int32_t) != 0) fail("embedding message of ", body.size(), " bytes");
           size_t at = 0;
           const std::vector<int32_t> ids = take<int32_t>(body, at, body.size() / sizeof(int32_t));
           lent(worker.embed, "embedding")(ids);
@@ -201,26 +231,9 @@ void TpRuntime::serve(const ModelConfig& local_cfg, const Worker& worker) {
           lent(worker.output_head, "output head")(hidden.data(), static_cast<int64_t>(hidden.size() / H));
           break;
         }
-        case dist::StepKind::Mtp: {
-          const auto& run = lent(worker.mtp, "MTP head");
-          size_t at = 0;
-          const uint64_t step_bytes = take<uint64_t>(body, at, 1)[0];
-          const std::vector<uint8_t> step_body = take<uint8_t>(body, at, step_bytes);
-          const bool with_logits = take<uint64_t>(body, at, 1)[0] != 0;
-          const bool with_embedded = take<uint64_t>(body, at, 1)[0] != 0;
-          const dist::DecodedStep step = dist::decode_step(step_body);
-          int64_t tokens = 0;
-          for (const SeqSlice& s : step.seqs) tokens += static_cast<int64_t>(s.tokens.size());
-          const auto rows = static_cast<size_t>(tokens * worker.hidden);
-          const std::vector<float> hidden = take<float>(body, at, rows);
-          const std::vector<float> embedded = take<float>(body, at, with_embedded ? rows : 0);
-          if (at != body.size()) fail("MTP message of ", body.size(), " bytes holds ", at);
-          ForwardBatch batch;
-          batch.kv = &worker_pool(1, worker.mtp_kv, step.pool);
-          batch.seqs = step.seqs;
-          run(batch, hidden.data(), with_embedded ? embedded.data() : nullptr, with_logits);
+        case dist::StepKind::Mtp:
+          serve_mtp(lent(worker.mtp, "MTP head"), worker, body);
           break;
-        }
         default: fail("unknown step kind ", static_cast<uint32_t>(header.kind));
       }
     } catch (const std::exception& e) {

@@ -6,7 +6,9 @@
 //   rank > 0 serves the steps (serve) on KV and state pools of its own heads, with the same
 //            blocks and slots as rank 0's;
 //   all      sum row-parallel outputs (all_reduce), look up vocabulary-parallel embedding rows
-//            (embed) and gather vocabulary-parallel logits (logits).
+//            (embed) and gather vocabulary-parallel logits (logits);
+//   drafters on rank 0 borrow the split model's embedding, output head and MTP head through
+//            lend_* messages that the other ranks serve with their shares.
 // A failure after a step went out ends the job (the other ranks would wait in a collective).
 #pragma once
 #include <cstdint>
@@ -99,7 +101,8 @@ class TpRuntime {
     std::function<void(const ForwardBatch&)> forward;
     std::function<void(std::span<const int32_t> ids)> embed;
     std::function<void(const float* hidden, int64_t rows)> output_head;
-    std::function<void(const ForwardBatch&, const float* hidden, const float* embedded, bool with_logits)> mtp;
+    using MtpPart = std::function<void(const ForwardBatch&, const float* hidden, const float* embedded, bool with_logits)>;
+    MtpPart mtp;
     ModelConfig mtp_kv;
     int64_t hidden = 0;  // H
   };
@@ -109,6 +112,9 @@ class TpRuntime {
   // Rank 0: a drafter's borrowing, run with the other ranks: sends what they need, then runs
   // local() (its collectives and receives meet theirs). An exception from local ends the job,
   // as in forward().
+  // What must hold before rank 0 tells the other ranks to lend (past that point a failure
+  // ends the job): this is rank 0, and ids are in the vocabulary.
+  void check_lend(std::span<const int32_t> ids, int64_t vocab) const;
   void lend_embed(std::span<const int32_t> ids, const std::function<void()>& local);
   void lend_output_head(const float* hidden, int64_t rows, int64_t H, const std::function<void()>& local);
   void lend_mtp(const ForwardBatch& batch, const float* hidden, const float* embedded, int64_t H, bool with_logits,
@@ -149,6 +155,8 @@ class TpRuntime {
   int last_stage_speaker() const;  // the world rank that sends the last stage's logits
   void watch(StatePool* states);
   void exchange_taps(const ForwardBatch& batch, int64_t H);
+  void serve_forward(const ModelConfig& local_cfg, const Worker& worker, std::vector<uint8_t> body);
+  void serve_mtp(const Worker::MtpPart& run, const Worker& worker, const std::vector<uint8_t>& body);
   void run_micro_batches(const ForwardBatch& batch, float* logits, int64_t V, int64_t H,
                          const std::function<void(const ForwardBatch&, float*)>& part);
   void send(dist::StepKind kind, const std::vector<uint8_t>& body, const std::function<void()>& local);
