@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
-
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -464,11 +463,10 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
   }
 }
 
-// Proposers that borrow the target's lm_head and embedding (MTP, DFlash) on a split
-// target (tensor parallel, pipeline stages, grids): rank 0 runs the drafter, every rank its
-// share of the borrowed parts (and of the MTP
-// head). 16 requests at once with 3 drafts each: the tokens of one process without
-// speculation, and the drafts (so the acceptance) of one process with it.
+// Proposers that borrow the target's lm_head and embedding (MTP, DFlash) on a split target
+// (tensor parallel, pipeline stages, grids): rank 0 runs the drafter, every rank its share of
+// the borrowed parts (and of the MTP head). 16 requests at once with 3 drafts each: the tokens
+// of one process without speculation, and the drafts (so the acceptance) of one process with it.
 struct BorrowCase {
   std::string method, target, drafter;  // fixture paths under tests/fixtures
   int ranks = 2, stages = 1;            // stages > 1: pipeline stages (of ranks / stages each)

@@ -211,18 +211,9 @@ void DenseModel::forward(const ForwardBatch& batch, float* logits) {
 }
 
 void DenseModel::serve_steps() {
-  TpRuntime::Worker worker;
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
-  worker.hidden = H;
+  TpRuntime::Worker worker = tp_.lending_worker(w_.embed, w_.lm_head, H, V, pool_);
   worker.forward = [&](const ForwardBatch& batch) { forward_local(batch, nullptr); };
-  worker.embed = [&, H](std::span<const int32_t> ids) {
-    if (!tp_.first_stage()) return;  // the first stage holds the embedding
-    std::vector<float> rows(ids.size() * static_cast<size_t>(H));
-    tp_.embed(w_.embed, ids, H, rows.data());
-  };
-  worker.output_head = [&, V](const float* hidden, int64_t rows) {
-    tp_.head_logits(w_.lm_head, hidden, rows, V, nullptr, pool_);
-  };
   tp_.serve(cfg_, worker);
 }
 
@@ -308,15 +299,12 @@ void DenseModel::mlp_block(const DenseLayer& L, int64_t n) {
 
 void DenseModel::embed_rows(std::span<const int32_t> ids, float* out) const {
   if (!tp_.active()) return embedding_rows(w_.embed, cfg_.vocab_size, cfg_.hidden_size, ids, out);
-  tp_.check_lend(ids, cfg_.vocab_size);
-  tp_.lend_embed(ids, [&] { tp_.embed(w_.embed, ids, cfg_.hidden_size, out); });
+  tp_.lend_embedding_rows(w_.embed, ids, cfg_.hidden_size, cfg_.vocab_size, out);
 }
 
 void DenseModel::output_head(const float* hidden, int64_t rows, float* logits) {
   if (!tp_.active()) return w_.lm_head.matmul(hidden, rows, logits, pool_);
-  tp_.check_lend({}, cfg_.vocab_size);
-  tp_.lend_output_head(hidden, rows, cfg_.hidden_size,
-                       [&] { tp_.head_logits(w_.lm_head, hidden, rows, cfg_.vocab_size, logits, pool_); });
+  tp_.lend_output_head(w_.lm_head, hidden, rows, cfg_.hidden_size, cfg_.vocab_size, logits, pool_);
 }
 
 }  // namespace zen

@@ -359,27 +359,18 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
 }
 
 void HybridModel::serve_steps() {
-  TpRuntime::Worker worker;
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
-  worker.hidden = H;
+  TpRuntime::Worker worker = tp_.lending_worker(embed_, lm_head_, H, V, pool_);
   worker.forward = [&](const ForwardBatch& batch) {
     check_states(batch);
     forward_local(batch, nullptr);
-  };
-  worker.embed = [&, H](std::span<const int32_t> ids) {
-    if (!tp_.first_stage()) return;  // the first stage holds the embedding
-    std::vector<float> rows(ids.size() * static_cast<size_t>(H));
-    tp_.embed(embed_, ids, H, rows.data());
-  };
-  worker.output_head = [&, V](const float* hidden, int64_t rows) {
-    tp_.head_logits(lm_head_, hidden, rows, V, nullptr, pool_);
   };
   if (mtp_available_) {
     // The last stage runs the head (the only one in tensor parallelism alone); its first rank
     // sends a pipelined rank 0 the head's hidden rows and the logits it asked for.
     worker.mtp = [&, H, V](const ForwardBatch& batch, const float* hidden, const float* embedded, bool with_logits) {
       if (!tp_.last_stage()) return;
-      const bool sends = tp_.stages() > 1 && tp_.sends_last_stage();
+      const bool sends = tp_.sends_last_stage();  // a pipelined rank 0 waits for the results
       if (sends && with_logits) mtp_logits_.resize(static_cast<size_t>(logit_rows(batch) * V));
       mtp_local(batch, hidden, embedded, sends && with_logits ? mtp_logits_.data() : nullptr, with_logits);
       if (!sends) return;
@@ -437,15 +428,12 @@ void HybridModel::forward_part(const ForwardBatch& batch, float* logits) {
 
 void HybridModel::embed_rows(std::span<const int32_t> ids, float* out) const {
   if (!tp_.active()) return embedding_rows(embed_, cfg_.vocab_size, cfg_.hidden_size, ids, out);
-  tp_.check_lend(ids, cfg_.vocab_size);
-  tp_.lend_embed(ids, [&] { tp_.embed(embed_, ids, cfg_.hidden_size, out); });
+  tp_.lend_embedding_rows(embed_, ids, cfg_.hidden_size, cfg_.vocab_size, out);
 }
 
 void HybridModel::output_head(const float* hidden, int64_t rows, float* logits) {
   if (!tp_.active()) return lm_head_.matmul(hidden, rows, logits, pool_);
-  tp_.check_lend({}, cfg_.vocab_size);
-  tp_.lend_output_head(hidden, rows, cfg_.hidden_size,
-                       [&] { tp_.head_logits(lm_head_, hidden, rows, cfg_.vocab_size, logits, pool_); });
+  tp_.lend_output_head(lm_head_, hidden, rows, cfg_.hidden_size, cfg_.vocab_size, logits, pool_);
 }
 
 void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, float* logits) {
@@ -462,7 +450,7 @@ void HybridModel::mtp_forward(const ForwardBatch& batch, const float* hidden, fl
     return tp_.lend_mtp(batch, hidden, nullptr, H, logits != nullptr,
                         [&] { mtp_local(batch, hidden, nullptr, logits, logits != nullptr); });
   // Pipeline stages: the head runs on the last stage, the embedding lives on the first (here).
-  const std::vector<int32_t> ids = flat_.ids;
+  const std::vector<int32_t>& ids = flat_.ids;  // lending the embedding leaves flat_ as it is
   const auto rows = static_cast<int64_t>(flat_.logit_row.size());
   std::vector<float> embedded(ids.size() * static_cast<size_t>(H));
   embed_rows(ids, embedded.data());

@@ -109,6 +109,12 @@ void Model::output_head(const float*, int64_t, float*) {
   fail(config().architecture, ": this model cannot lend its output head to a drafter");
 }
 
+int64_t batch_tokens(std::span<const SeqSlice> seqs) {
+  int64_t n = 0;
+  for (const SeqSlice& s : seqs) n += static_cast<int64_t>(s.tokens.size());
+  return n;
+}
+
 int64_t logit_rows(const ForwardBatch& batch) {
   int64_t rows = 0;
   for (const SeqSlice& s : batch.seqs) rows += s.all_logits ? static_cast<int64_t>(s.tokens.size()) : 1;

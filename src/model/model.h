@@ -55,6 +55,8 @@ struct ForwardBatch {
   bool argmax_only = false;
 };
 int64_t logit_rows(const ForwardBatch& batch);
+// New tokens of a batch's sequences (the rows of its activations and taps).
+int64_t batch_tokens(std::span<const SeqSlice> seqs);
 // Throws unless every tap layer is one of num_layers.
 void check_tap_layers(const ForwardBatch& batch, int64_t num_layers);
 // Rows of an embedding table [vocab, H] for ids (embed_rows of both model kinds); throws for

@@ -68,16 +68,35 @@ void TpRuntime::check_lend(std::span<const int32_t> ids, int64_t vocab) const {
     if (id < 0 || id >= vocab) fail("embed_rows: token id ", id, " outside the vocabulary");
 }
 
-void TpRuntime::lend_embed(std::span<const int32_t> ids, const std::function<void()>& local) {
+void TpRuntime::lend_embedding_rows(const Linear& embed_rows, std::span<const int32_t> ids, int64_t H, int64_t V,
+                                    float* out) {
+  check_lend(ids, V);
   std::vector<uint8_t> body;
   append(body, ids.data(), ids.size());
-  send(dist::StepKind::Embed, body, local);
+  send(dist::StepKind::Embed, body, [&] { embed(embed_rows, ids, H, out); });
 }
 
-void TpRuntime::lend_output_head(const float* hidden, int64_t rows, int64_t H, const std::function<void()>& local) {
+void TpRuntime::lend_output_head(const Linear& lm_head, const float* hidden, int64_t rows, int64_t H, int64_t V,
+                                 float* out, ThreadPool& pool) {
+  check_lend({}, V);
   std::vector<uint8_t> body;
   append(body, hidden, static_cast<size_t>(rows * H));
-  send(dist::StepKind::OutputHead, body, local);
+  send(dist::StepKind::OutputHead, body, [&] { head_logits(lm_head, hidden, rows, V, out, pool); });
+}
+
+TpRuntime::Worker TpRuntime::lending_worker(const Linear& embed_rows, const Linear& lm_head, int64_t H, int64_t V,
+                                            ThreadPool& pool) {
+  Worker w;
+  w.hidden = H;
+  w.embed = [this, &embed_rows, H](std::span<const int32_t> ids) {
+    if (!first_stage()) return;  // the first stage holds the embedding
+    std::vector<float> rows(ids.size() * static_cast<size_t>(H));
+    embed(embed_rows, ids, H, rows.data());
+  };
+  w.output_head = [this, &lm_head, V, &pool](const float* hidden, int64_t rows) {
+    head_logits(lm_head, hidden, rows, V, nullptr, pool);
+  };
+  return w;
 }
 
 // Body: [u64 step bytes][the step][u64 with_logits][u64 embedded given][hidden f32 of every
@@ -85,8 +104,7 @@ void TpRuntime::lend_output_head(const float* hidden, int64_t rows, int64_t H, c
 void TpRuntime::lend_mtp(const ForwardBatch& batch, const float* hidden, const float* embedded, int64_t H,
                          bool with_logits, const std::function<void()>& local) {
   const std::vector<uint8_t> step = dist::encode_step(batch);
-  int64_t tokens = 0;
-  for (const SeqSlice& s : batch.seqs) tokens += static_cast<int64_t>(s.tokens.size());
+  const int64_t tokens = batch_tokens(batch.seqs);
   std::vector<uint8_t> body;
   const uint64_t step_bytes = step.size(), logits_flag = with_logits ? 1 : 0, embedded_flag = embedded ? 1 : 0;
   append(body, &step_bytes, 1);
@@ -163,8 +181,7 @@ void TpRuntime::serve_forward(const ModelConfig& local_cfg, const Worker& worker
   batch.seqs = step.seqs;
   batch.argmax_only = step.argmax_only;
   if (!step.tap_layers.empty()) {
-    int64_t tokens = 0;
-    for (const SeqSlice& s : step.seqs) tokens += static_cast<int64_t>(s.tokens.size());
+    const int64_t tokens = batch_tokens(step.seqs);
     worker_taps_.assign(static_cast<size_t>(tokens) * step.tap_layers.size() * static_cast<size_t>(worker.hidden), 0.0f);
     batch.tap_layers = step.tap_layers;
     batch.taps = worker_taps_.data();
@@ -180,8 +197,7 @@ void TpRuntime::serve_mtp(const Worker::MtpPart& run, const Worker& worker, cons
   const bool with_logits = take<uint64_t>(body, at, 1)[0] != 0;
   const bool with_embedded = take<uint64_t>(body, at, 1)[0] != 0;
   const dist::DecodedStep step = dist::decode_step(step_body);
-  int64_t tokens = 0;
-  for (const SeqSlice& s : step.seqs) tokens += static_cast<int64_t>(s.tokens.size());
+  const int64_t tokens = batch_tokens(step.seqs);
   const auto rows = static_cast<size_t>(tokens * worker.hidden);
   const std::vector<float> hidden = take<float>(body, at, rows);
   const std::vector<float> embedded = take<float>(body, at, with_embedded ? rows : 0);
@@ -276,17 +292,17 @@ void TpRuntime::run_micro_batches(const ForwardBatch& batch, float* logits, int6
     if (batch.taps != nullptr) micro.taps = batch.taps + token * tap_row;  // the micro-batch's rows
     part(micro, last_stage() ? out + row * V : nullptr);
     row += logit_rows(micro);
-    for (const SeqSlice& s : micro.seqs) token += static_cast<int64_t>(s.tokens.size());
+    token += batch_tokens(micro.seqs);
   }
   // Argmax-only rows travel as (max, index): 8 bytes a row instead of 4 V.
   if (batch.argmax_only) pipeline_maxima_.resize(static_cast<size_t>(rows));
   if (last_stage() && !rank0) {
     if (world_rank() != last_stage_speaker()) return;
-    if (!batch.argmax_only) return send_logits_to_first(out, rows * V);
+    if (!batch.argmax_only) return send_to_first(out, rows * V);
     row_maxima(out, rows, V, 0, pipeline_maxima_.data());
     send_maxima_to_first(pipeline_maxima_.data(), rows);
   } else if (rank0 && !last_stage()) {
-    if (!batch.argmax_only) return recv_logits_from_last(out, rows * V);
+    if (!batch.argmax_only) return recv_from_last(out, rows * V);
     recv_maxima_from_last(pipeline_maxima_.data(), rows);
     write_argmax_rows(pipeline_maxima_.data(), rows, V, out);
   }
@@ -295,8 +311,7 @@ void TpRuntime::run_micro_batches(const ForwardBatch& batch, float* logits, int6
 // Stage s > 0's first rank sends rank 0 the taps of its layers, [tokens, its taps, H] in
 // tap order; rank 0 puts them in place. The other ranks of a stage hold the same rows.
 void TpRuntime::exchange_taps(const ForwardBatch& batch, int64_t H) {
-  int64_t tokens = 0;
-  for (const SeqSlice& s : batch.seqs) tokens += static_cast<int64_t>(s.tokens.size());
+  const int64_t tokens = batch_tokens(batch.seqs);
   const auto n_taps = static_cast<int64_t>(batch.tap_layers.size());
   for (int s = 1; s < stages(); ++s) {
     const dist::Range layers = stage_ranges_.at(static_cast<size_t>(s));
@@ -328,15 +343,15 @@ void TpRuntime::head_logits(const Linear& lm_head, const float* xn, int64_t rows
                             ThreadPool& pool) {
   if (stages() == 1) return logits(lm_head, xn, rows, V, out, pool);
   if (last_stage()) {
-    float* mine = nullptr;
-    if (world_rank() == last_stage_speaker()) {
+    float* mine = nullptr;  // rank 0 is on the first stage, so the speaker sends what it gathers
+    if (sends_last_stage()) {
       pipeline_logits_.resize(static_cast<size_t>(rows * V));
-      mine = world_rank() == 0 ? out : pipeline_logits_.data();
+      mine = pipeline_logits_.data();
     }
     logits(lm_head, xn, rows, V, mine, pool);
-    if (sends_last_stage()) send_logits_to_first(mine, rows * V);
+    send_to_first(mine, rows * V);
   } else if (world_rank() == 0) {
-    recv_logits_from_last(out, rows * V);
+    recv_from_last(out, rows * V);
   }
 }
 
@@ -395,23 +410,13 @@ void TpRuntime::recv_from_previous_stage(float* data, int64_t n) {
 // The last stage's first tensor-parallel rank speaks for it (its ranks hold the same logits).
 int TpRuntime::last_stage_speaker() const { return (stages() - 1) * size(); }
 
-void TpRuntime::send_logits_to_first(const float* logits, int64_t n) {
-  if (tp_.world_rank() == last_stage_speaker() && tp_.world_rank() != 0)
-    tp_.comm->send(logits, static_cast<size_t>(n) * sizeof(float), 0);
-}
-
 void TpRuntime::send_to_first(const float* data, int64_t n) {
   if (sends_last_stage()) tp_.comm->send(data, static_cast<size_t>(n) * sizeof(float), 0);
 }
 
 void TpRuntime::recv_from_last(float* data, int64_t n) {
-  if (const int last = last_stage_speaker(); last != 0 && world_rank() == 0)
-    tp_.comm->recv(data, static_cast<size_t>(n) * sizeof(float), last);
-}
-
-void TpRuntime::recv_logits_from_last(float* logits, int64_t n) {
   if (const int last = last_stage_speaker(); last != 0)
-    tp_.comm->recv(logits, static_cast<size_t>(n) * sizeof(float), last);
+    tp_.comm->recv(data, static_cast<size_t>(n) * sizeof(float), last);
 }
 
 void TpRuntime::embed(const Linear& embed, std::span<const int32_t> ids, int64_t H, float* x) {

@@ -76,14 +76,12 @@ class TpRuntime {
   // name as a regular expression matching itself (Checkpoint::ignore patterns).
   static std::string regex_quote(const std::string& name);
   void send_to_next_stage(const float* data, int64_t n);
-  // The last stage's first rank to rank 0 (a drafter's rows; nothing when it is rank 0).
+  void recv_from_previous_stage(float* data, int64_t n);
+  // The last stage's results (logits, a drafter's rows) to rank 0: called by the last stage
+  // and by rank 0 (nothing when they are the same rank); of the last stage's tensor-parallel
+  // ranks only the first sends.
   void send_to_first(const float* data, int64_t n);
   void recv_from_last(float* data, int64_t n);
-  void recv_from_previous_stage(float* data, int64_t n);
-  // Called by the last stage and by rank 0 (nothing when they are the same rank); of the last
-  // stage's tensor-parallel ranks only the first sends.
-  void send_logits_to_first(const float* logits, int64_t n);
-  void recv_logits_from_last(float* logits, int64_t n);
 
   // Rank 0: sends the (validated) batch to the other ranks, then runs local(batch); an
   // exception from local ends the job.
@@ -115,8 +113,13 @@ class TpRuntime {
   // What must hold before rank 0 tells the other ranks to lend (past that point a failure
   // ends the job): this is rank 0, and ids are in the vocabulary.
   void check_lend(std::span<const int32_t> ids, int64_t vocab) const;
-  void lend_embed(std::span<const int32_t> ids, const std::function<void()>& local);
-  void lend_output_head(const float* hidden, int64_t rows, int64_t H, const std::function<void()>& local);
+  // The embedding rows of ids (out [ids, H]) and the output head over hidden rows (logits
+  // [rows, V]) of a split model, for a drafter; lending_worker gives ranks > 0 the parts that
+  // answer them.
+  void lend_embedding_rows(const Linear& embed, std::span<const int32_t> ids, int64_t H, int64_t V, float* out);
+  void lend_output_head(const Linear& lm_head, const float* hidden, int64_t rows, int64_t H, int64_t V,
+                        float* logits, ThreadPool& pool);
+  Worker lending_worker(const Linear& embed, const Linear& lm_head, int64_t H, int64_t V, ThreadPool& pool);
   void lend_mtp(const ForwardBatch& batch, const float* hidden, const float* embedded, int64_t H, bool with_logits,
                 const std::function<void()>& local);
   // logits[rows, V] <- lm_head(xn) of the last stage, on rank 0 (the last stage computes them,
