@@ -222,23 +222,37 @@ void Controller::choose(std::span<Candidate> cands, int64_t other_tokens, int64_
   for (size_t s = 0; s < best_len; ++s) ++cands[order[s]].max_k;
   for (const Candidate& c : cands) bets_[c.seq_id] = {c.max_k, 0.0};
   for (size_t s = 0; s < best_len; ++s) bets_[cands[order[s]].seq_id].expected += gains[s] / scale;
-  if (base_time > 0)
-    probe(cands, room, draft_budget, base_tokens + static_cast<int64_t>(best_len), proposer_seconds != nullptr);
+  if (base_time > 0) {
+    int64_t drafted_seqs = 0;
+    int32_t deepest = 0;
+    for (const Candidate& c : cands) drafted_seqs += c.max_k > 0 ? 1 : 0, deepest = std::max(deepest, c.max_k);
+    probe(cands, room, draft_budget, base_tokens + static_cast<int64_t>(best_len),
+          proposer_seconds ? &proposer_seconds : nullptr, drafted_seqs, deepest);
+  }
   mean_k_ = static_cast<double>(drafts_of(cands)) / static_cast<double>(cands.size());
 }
 
 // The first call of a step (asking) counts idle steps and asks due sequences for one draft; the
 // second (drafts in hand) verifies it even where the allocation says no.
 void Controller::probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget,
-                       int64_t step_tokens, bool asking) {
+                       int64_t step_tokens, const ProposerCost* proposer_seconds, int64_t drafting, int32_t longest) {
+  const bool asking = proposer_seconds != nullptr;
   int64_t total = drafts_of(cands);
-  // What a sequence's idle step puts aside, and what a probe costs (one token more in the step).
+  // What a sequence's idle step puts aside, and what a probe costs: one token more in the
+  // step, one more sequence in the proposer's call, and in full whatever the proposer must
+  // first catch up on (a draft model reads every token of the idle stretch; on a CPU that
+  // costs more than the target's extra token, and left out it made probes the whole loss).
   const double step_seconds = cost_.predict(step_tokens);
   const double set_aside = kProbeShare * step_seconds / static_cast<double>(cands.size());
   int64_t probes_added = 0;
-  auto probe_cost = [&] {
+  auto probe_cost = [&](const Candidate& c) {
     const int64_t n = step_tokens + probes_added;
-    return std::max(0.0, cost_.predict(n + 1) - cost_.predict(n));
+    double cost = std::max(0.0, cost_.predict(n + 1) - cost_.predict(n)) + c.one_off_seconds;
+    if (proposer_seconds && *proposer_seconds) {
+      const int64_t seqs = drafting + probes_added;
+      cost += std::max(0.0, (*proposer_seconds)(seqs + 1, std::max(longest, 1)) - (*proposer_seconds)(seqs, longest));
+    }
+    return cost;
   };
   for (size_t i = 0; i < cands.size(); ++i) {
     Candidate& c = cands[i];
@@ -255,7 +269,7 @@ void Controller::probe(std::span<Candidate> cands, std::span<const int32_t> room
     if (asking) {
       ++p.idle;
       p.saved += set_aside;
-      if (p.idle >= p.interval && p.saved >= probe_cost()) {
+      if (p.idle >= p.interval && p.saved >= probe_cost(c)) {
         p.idle = 0;
         p.saved = 0;
         p.interval = std::min(2 * p.interval, kMaxProbeInterval);

@@ -98,7 +98,9 @@ class Controller {
   // (back to kFirstProbe once one is accepted). A probe is also paid for: each idle step puts
   // kProbeShare of the sequence's share of the step's time aside (the step's predicted time
   // over its sequences), and a probe waits until that covers what one more token adds to the
-  // step. Alone on a CPU (a 2-token step 1.3-1.6 plain ones) that is about the backoff's own
+  // step, what one more sequence adds to the proposer's call, and the proposer's catch-up on
+  // the idle stretch (a draft model's, on a CPU, grows faster than the savings: a sequence it
+  // left is not probed again; new ones start from all requests' rates). Alone on a CPU (a 2-token step 1.3-1.6 plain ones) that is about the backoff's own
   // pace; in a compute-bound batch, where a draft costs about what a sequence's own token does,
   // it holds probes to kProbeShare of the time (16 sequences whose probes were accepted every
   // other time spent 7% of a compute-bound CPU's time on them; the closed-loop simulation's
@@ -167,9 +169,11 @@ class Controller {
   std::unordered_map<uint64_t, Bet> bets_;
   double bet_expected_ = 5, bet_realised_ = 5;  // start at 1: no evidence of bias yet
   // After the greedy allocation: gives due sequences their probe (room: each one's max_k in).
-  // step_tokens: the step's tokens with the drafts allotted.
+  // step_tokens: the step's tokens with the drafts allotted; drafting / longest: the sequences
+  // allotted drafts and the most any was allotted. proposer_seconds: the first call of a step
+  // (asking for drafts) passes it, the second (drafts in hand) passes none.
   void probe(std::span<Candidate> cands, std::span<const int32_t> room, int64_t draft_budget, int64_t step_tokens,
-             bool asking);
+             const ProposerCost* proposer_seconds, int64_t drafting, int32_t longest);
   double mean_k_ = 0;
 };
 

@@ -347,6 +347,39 @@ TEST(Controller, NeverLosesInClosedLoop) {
   }
 }
 
+// A probe also pays for one more sequence in the proposer's call and for the proposer's
+// catch-up on the idle stretch. A proposer that costs 19.5 ms a sequence adds to the 15 ms of
+// the step's extra token: 34.5 steps' savings (1 ms each) before every probe. A draft model
+// whose catch-up grows 3 ms with every idle step (a CPU's prefill of the tokens it missed)
+// outruns the savings: that sequence is not probed again.
+TEST(Controller, ProbesPayForTheProposerAndItsCatchUp) {
+  auto probe_steps = [](double proposer_per_seq, double catch_up_per_idle_step) {
+    Controller c({.adaptive = true, .num_speculative_tokens = 8});
+    teach(c, 0.010, 0.015);
+    auto cands = candidates(1, 8);
+    observe(c, cands, 4, 0, 10);
+    std::vector<int> probes;
+    int idle = 0;
+    const auto proposer = [proposer_per_seq](int64_t seqs, int32_t) { return proposer_per_seq * static_cast<double>(seqs); };
+    for (int step = 1; step <= 300; ++step) {
+      auto asked = cands;
+      asked[0].one_off_seconds = catch_up_per_idle_step * idle;
+      c.choose(asked, 0, 512, proposer);
+      c.choose(asked, 0, 512);  // drafts in hand
+      ++idle;
+      if (asked[0].max_k > 0) {
+        probes.push_back(step);
+        c.record_verify(1, 1, 0);
+        idle = 0;
+      }
+    }
+    return probes;
+  };
+  EXPECT_EQ(probe_steps(0, 0), (std::vector<int>{15, 31, 63, 127, 255}));
+  EXPECT_EQ(probe_steps(0.0195, 0), (std::vector<int>{35, 70, 105, 169, 297}));
+  EXPECT_TRUE(probe_steps(0, 0.003).empty());
+}
+
 // In a compute-bound batch a probe costs about what a sequence's own token does: 16 idle
 // sequences whose probes are accepted every other time (each acceptance resets the wait to 8
 // steps) keep their probes' time to the share put aside (kProbeShare, 4%: 3.6% here), where

@@ -215,7 +215,7 @@ void DraftModelProposer::propose(std::span<DraftSlot> slots) {
   try {
     propose_impl(slots);
     // Calls that caught up on a prompt say nothing about a step's drafting cost.
-    if (drafting > 0 && catch_up_tokens_ <= drafting * (k + 1)) {
+    if (drafting > 0 && catch_up_tokens_ <= drafting * kStepCatchUp) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       auto [it, fresh] = calls_.try_emplace({drafting, k}, seconds);
       if (!fresh) it->second += 0.25 * (seconds - it->second);
@@ -395,12 +395,14 @@ double DraftModelProposer::catch_up_seconds(uint64_t seq_id, std::span<const int
     const size_t n = std::min(have.size(), tokens.size());
     cached = std::mismatch(have.begin(), have.begin() + static_cast<std::ptrdiff_t>(n), tokens.begin()).first - have.begin();
   }
-  // A step's own catch-up (the bonus token and accepted drafts) is in cost_seconds already.
+  // A drafting step's own catch-up is in cost_seconds already: the last draft (when all were
+  // accepted) and the bonus token, at most kStepCatchUp. More is a stretch without drafts.
   const int64_t missing = count_of(tokens) - cached;
-  if (missing <= kMaxDraftTokens + 1) return 0;
+  if (missing <= kStepCatchUp) return 0;
   // Fed kCatchUpChunk tokens a forward (one sequence), as propose_impl does.
   const int64_t forwards = (missing + kCatchUpChunk - 1) / kCatchUpChunk;
-  return static_cast<double>(forwards - 1) * predict(kCatchUpChunk) + predict(missing - (forwards - 1) * kCatchUpChunk);
+  const double all = static_cast<double>(forwards - 1) * predict(kCatchUpChunk) + predict(missing - (forwards - 1) * kCatchUpChunk);
+  return std::max(0.0, all - predict(kStepCatchUp));
 }
 
 double DraftModelProposer::cost_seconds(int64_t seqs, int32_t k) const {

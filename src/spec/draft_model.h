@@ -72,6 +72,9 @@ class DraftModelProposer : public Proposer {
  public:
   static constexpr int64_t kCatchUpChunk = 512;        // catch-up tokens per sequence per forward
   static constexpr int64_t kMaxForwardTokens = 2048;   // tokens per catch-up forward, all sequences
+  // A drafting sequence's catch-up each step: the bonus token, and the last draft when every
+  // draft was accepted (the drafts before it were fed while drafting).
+  static constexpr int64_t kStepCatchUp = 2;
 
   // Loads o.path (with its tokenizer when it has one) and checks it against the target.
   DraftModelProposer(const Model& target, const DraftModelOptions& o);

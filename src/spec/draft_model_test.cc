@@ -563,9 +563,13 @@ TEST_F(DraftModel, CatchUpCostCountsWhatTheCacheLacksBeyondAStep) {
   // The known one lacks 160 tokens: less than an unknown one of the same length.
   EXPECT_GT(p->catch_up_seconds(7, prompt), 0.0);
   EXPECT_LT(p->catch_up_seconds(7, prompt), p->catch_up_seconds(8, prompt));
-  // A step's usual few (the bonus token and accepted drafts) are in cost_seconds instead.
-  std::vector<int32_t> next(prompt.begin(), prompt.begin() + 50);
+  // A drafting step's usual catch-up (the bonus token, and the last draft when all were
+  // accepted) is in cost_seconds instead; a stretch without drafts is not (a probe pays it).
+  std::vector<int32_t> next(prompt.begin(), prompt.begin() + 40 + DraftModelProposer::kStepCatchUp);
   EXPECT_EQ(p->catch_up_seconds(7, next), 0.0);
+  std::vector<int32_t> idle(prompt.begin(), prompt.begin() + 50);
+  EXPECT_GT(p->catch_up_seconds(7, idle), 0.0);
+  EXPECT_LT(p->catch_up_seconds(7, idle), p->catch_up_seconds(7, prompt));
 }
 
 }  // namespace
