@@ -23,6 +23,9 @@ void FlatBatch::build(const ForwardBatch& batch, int64_t vocab_size, int64_t blo
     if (static_cast<int64_t>(slice.blocks.size()) * block_size < end)
       fail("forward: sequence ", s, " needs ", end, " KV slots but its block table holds ",
            static_cast<int64_t>(slice.blocks.size()) * block_size);
+    if (batch.window_kv != nullptr && static_cast<int64_t>(slice.window_blocks.size()) * block_size < end)
+      fail("forward: sequence ", s, " needs ", end, " window KV slots but its window table holds ",
+           static_cast<int64_t>(slice.window_blocks.size()) * block_size);
     if (!slice.state_history.empty() && static_cast<int64_t>(slice.state_history.size()) != n)
       fail("forward: sequence ", s, " has ", slice.state_history.size(), " state-history slots for ", n, " tokens");
     for (int64_t i = 0; i < n; ++i) {
@@ -37,11 +40,18 @@ void FlatBatch::build(const ForwardBatch& batch, int64_t vocab_size, int64_t blo
   }
 }
 
-void store_kv(KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch& flat, const float* k,
-              const float* v, int64_t kv_dim) {
+LayerKv layer_kv(const ForwardBatch& batch, const ModelConfig& cfg, int64_t layer) {
+  if (batch.window_kv == nullptr) return {batch.kv, cfg.kv_layer_index(layer), false};
+  const bool windowed = cfg.is_window_layer(layer);
+  return {windowed ? batch.window_kv : batch.kv, cfg.kv_group_index(layer), windowed};
+}
+
+void store_kv(const LayerKv& kv, const ForwardBatch& batch, const FlatBatch& flat, const float* k, const float* v,
+              int64_t kv_dim) {
   for (int64_t t = 0; t < flat.size(); ++t) {
     const SeqSlice& slice = batch.seqs[static_cast<size_t>(flat.seq[static_cast<size_t>(t)])];
-    kv.store(layer, slice.blocks, flat.pos[static_cast<size_t>(t)], k + t * kv_dim, v + t * kv_dim);
+    kv.pool->store(kv.index, kv.windowed ? slice.window_blocks : slice.blocks, flat.pos[static_cast<size_t>(t)],
+                   k + t * kv_dim, v + t * kv_dim);
   }
 }
 
@@ -98,9 +108,10 @@ void raise_max(float* p, int64_t count, float* run_max, float* run_sum, float* a
 // rescaled when the max rises). Every (token, head) goes through exactly the operations it
 // would alone (the tile only shares fetches and kernel calls), so results do not depend on the
 // batch, the tiling or the thread count.
-void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch& flat,
-                     const AttentionShape& shape, const float* q, float* out, ThreadPool& pool,
-                     std::vector<float>& scratch) {
+void paged_attention(const LayerKv& layer_kv, const ForwardBatch& batch, const FlatBatch& flat, const AttentionShape& shape,
+                     const float* q, float* out, ThreadPool& pool, std::vector<float>& scratch) {
+  const KvPool& kv = *layer_kv.pool;
+  const int layer = layer_kv.index;
   const int64_t hd = shape.head_dim, nh = shape.num_heads, nkv = shape.num_kv_heads;
   const int64_t group = nh / nkv, bs = kv.block_size();
   const int64_t rows = kQueryTile * group;  // (token, head) pairs of a tile
@@ -139,7 +150,7 @@ void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, con
         earliest = std::min(earliest, first(i));
       }
       for (int64_t b0 = earliest / bs * bs; b0 < longest; b0 += bs) {
-        const int32_t block = slice.blocks[static_cast<size_t>(b0 / bs)];
+        const int32_t block = (layer_kv.windowed ? slice.window_blocks : slice.blocks)[static_cast<size_t>(b0 / bs)];
         const int64_t fetched = std::min(bs, longest - b0);
         int64_t k_stride = 0, v_stride = 0;
         const float* k = kv.k_rows_f32(layer, block, 0, fetched, g, k_buf, &k_stride);

@@ -29,17 +29,26 @@ struct AttentionShape {
   int64_t window = 0;  // sliding window: a query at p attends to keys p - window < k <= p; 0: all
 };
 
+// Where one layer's K/V live: the batch's window pool (a sliding layer, when the engine keeps
+// them apart; tables SeqSlice::window_blocks) or its main pool (SeqSlice::blocks), and the
+// layer's index there.
+struct LayerKv {
+  KvPool* pool;
+  int index;
+  bool windowed;
+};
+LayerKv layer_kv(const ForwardBatch& batch, const ModelConfig& cfg, int64_t layer);
+
 // Writes the new tokens' K and V rows (k, v: [n, kv_heads * head_dim]) into the pool.
-void store_kv(KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch& flat, const float* k,
-              const float* v, int64_t kv_dim);
+void store_kv(const LayerKv& kv, const ForwardBatch& batch, const FlatBatch& flat, const float* k, const float* v,
+              int64_t kv_dim);
 
 // Causal GQA attention of every batch token over its own sequence's cache (which already
 // holds the new tokens): out[t, h] = softmax(scale * q[t, h] . K[lo..pos[t]]) V (lo = 0, or
 // pos[t] - window + 1 for a sliding layer), with an online
 // softmax a cache block at a time. One (token, KV head) pair per work item, computed in a
 // fixed order: batch-invariant. q, out: [n, num_heads * head_dim]; scratch: per-thread space.
-void paged_attention(const KvPool& kv, int layer, const ForwardBatch& batch, const FlatBatch& flat,
-                     const AttentionShape& shape, const float* q, float* out, ThreadPool& pool,
-                     std::vector<float>& scratch);
+void paged_attention(const LayerKv& kv, const ForwardBatch& batch, const FlatBatch& flat, const AttentionShape& shape,
+                     const float* q, float* out, ThreadPool& pool, std::vector<float>& scratch);
 
 }  // namespace zen

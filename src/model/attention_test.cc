@@ -66,7 +66,23 @@ TEST_P(PagedAttention, MatchesTheTwoPassReference) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   ThreadPool pool(2);
   std::vector<float> scratch;
-  paged_attention(kv, 1, batch, flat, {c.heads, c.kv_heads, c.head_dim, scale, c.window}, q.data(), out.data(), pool, scratch);
+  const AttentionShape shape{c.heads, c.kv_heads, c.head_dim, scale, c.window};
+  paged_attention({&kv, 1, false}, batch, flat, shape, q.data(), out.data(), pool, scratch);
+  if (c.window > 0) {
+    // The same through a window table (ForwardBatch::window_kv), which holds no block before
+    // the first new token's window: nothing there is read, and the result is the same.
+    std::vector<int32_t> window_table = table;
+    const int64_t first_block = std::max<int64_t>(0, slice.pos - c.window + 1) / bs;
+    std::fill(window_table.begin(), window_table.begin() + first_block, -1);
+    SeqSlice windowed = slice;
+    windowed.window_blocks = window_table;
+    ForwardBatch wb = batch;
+    wb.window_kv = &kv;
+    wb.seqs = std::span<const SeqSlice>(&windowed, 1);
+    std::vector<float> out_w(out.size());
+    paged_attention({&kv, 1, true}, wb, flat, shape, q.data(), out_w.data(), pool, scratch);
+    EXPECT_EQ(out_w, out);
+  }
 
   const int64_t group = c.heads / c.kv_heads;
   double worst = 0;

@@ -506,4 +506,33 @@ int ModelConfig::kv_layer_index(int64_t layer) const {
   return index;
 }
 
+int64_t ModelConfig::num_window_kv_layers() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < num_layers; ++l) n += is_window_layer(l) ? 1 : 0;
+  return n;
+}
+
+int64_t ModelConfig::max_attention_window() const {
+  int64_t w = 0;
+  for (int64_t l = 0; l < num_layers; ++l) w = std::max(w, is_full_attention(l) ? attention_window(l) : 0);
+  return w;
+}
+
+int ModelConfig::kv_group_index(int64_t layer) const {
+  if (!is_full_attention(layer)) return -1;
+  const bool windowed = is_window_layer(layer);
+  int index = 0;
+  for (int64_t l = 0; l < layer; ++l) index += is_full_attention(l) && is_window_layer(l) == windowed ? 1 : 0;
+  return index;
+}
+
+ModelConfig ModelConfig::kv_group_config(bool windowed) const {
+  ModelConfig c = *this;
+  c.num_layers = windowed ? num_window_kv_layers() : num_kv_layers() - num_window_kv_layers();
+  c.layer_types.clear();
+  c.attention_windows.clear();
+  c.kv_budget_layers = 0;
+  return c;
+}
+
 }  // namespace zen

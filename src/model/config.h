@@ -100,6 +100,14 @@ struct ModelConfig {
   bool is_full_attention(int64_t layer) const;
   int64_t num_kv_layers() const;            // layers that keep K and V
   int kv_layer_index(int64_t layer) const;  // index among KV layers; -1 for linear layers
+  // A KV layer with a sliding window: the engine may keep its K/V apart, bounded by the window
+  // (ForwardBatch::window_kv). The two groups, windowed and not, each index their own layers.
+  bool is_window_layer(int64_t layer) const { return is_full_attention(layer) && attention_window(layer) > 0; }
+  int64_t num_window_kv_layers() const;
+  int64_t max_attention_window() const;
+  int kv_group_index(int64_t layer) const;  // index among the KV layers of its group; -1 for linear
+  // A config whose KV layers are one group's (for sizing and building that group's pool).
+  ModelConfig kv_group_config(bool windowed) const;
   int64_t num_linear_layers() const { return num_layers - num_kv_layers(); }
   bool is_hybrid() const { return num_linear_layers() > 0; }
   // Rotated entries per head: head_dim * partial_rotary_factor (even).

@@ -279,10 +279,10 @@ void DenseModel::attention_block(const DenseLayer& L, int layer, const ForwardBa
     rope_.apply(q, nh, hd, &cos_[t * half], &sin_[t * half]);
     rope_.apply(k, nkv, hd, &cos_[t * half], &sin_[t * half]);
   }
-  const int kv_layer = cfg_.kv_layer_index(layer);
-  store_kv(*batch.kv, kv_layer, batch, flat_, k_.data(), v_.data(), kv_dim);
+  const LayerKv kv = layer_kv(batch, cfg_, layer);
+  store_kv(kv, batch, flat_, k_.data(), v_.data(), kv_dim);
   const AttentionShape shape{nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd)), cfg_.attention_window(layer)};
-  paged_attention(*batch.kv, kv_layer, batch, flat_, shape, q_.data(), attn_.data(), pool_, scores_);
+  paged_attention(kv, batch, flat_, shape, q_.data(), attn_.data(), pool_, scores_);
   L.wo.matmul(attn_.data(), n, tmp_.data(), pool_);
   tp_.all_reduce(tmp_.data(), n * H);  // row-parallel o_proj: sum the ranks' head groups
   kernels::add_inplace(x_.data(), tmp_.data(), n * H);

@@ -534,9 +534,10 @@ void HybridModel::attention_block(const GatedAttentionWeights& A, int kv_layer, 
     rope_.apply(q, nh, hd, &cos_[t * half], &sin_[t * half]);
     rope_.apply(k, nkv, hd, &cos_[t * half], &sin_[t * half]);
   }
-  store_kv(*batch.kv, kv_layer, batch, flat_, k_.data(), v_.data(), kv_dim);
+  const LayerKv kv{batch.kv, kv_layer, false};  // no sliding layers: every KV layer in the main pool
+  store_kv(kv, batch, flat_, k_.data(), v_.data(), kv_dim);
   const AttentionShape shape{nh, nkv, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
-  paged_attention(*batch.kv, kv_layer, batch, flat_, shape, q_.data(), attn_.data(), pool_, scores_);
+  paged_attention(kv, batch, flat_, shape, q_.data(), attn_.data(), pool_, scores_);
   for (int64_t i = 0; i < n * q_dim; ++i) attn_[i] *= sigmoid(gate_[i]);
   A.wo.matmul(attn_.data(), n, tmp_.data(), pool_);
 }

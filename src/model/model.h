@@ -36,6 +36,9 @@ struct SeqSlice {
   // comes out bit-identical to the one decoding built; the chunked prefill form may differ in
   // the last bits.
   bool recurrent_form = false;
+  // With ForwardBatch::window_kv: the sliding layers' table in that pool, logical block i as
+  // in blocks (-1 where no block is held: before the window of every new token).
+  std::span<const int32_t> window_blocks;
 };
 
 // Sequences of any lengths and positions, mixing prefill chunks and decode tokens. Logits
@@ -53,6 +56,10 @@ struct ForwardBatch {
   // a model split by vocabulary may then exchange each row's (max, index) instead of the
   // logits, and write rows of -inf holding only the maximum, at its index.
   bool argmax_only = false;
+  // Optional: the sliding-window layers' K/V (ModelConfig::is_window_layer), kept apart so that
+  // they hold only each sequence's window (SeqSlice::window_blocks); kv then holds the other
+  // layers. Null: kv holds every KV layer.
+  KvPool* window_kv = nullptr;
 };
 int64_t logit_rows(const ForwardBatch& batch);
 // New tokens of a batch's sequences (the rows of its activations and taps).
