@@ -158,7 +158,7 @@ void BM_Attention(benchmark::State& state) {
   ThreadPool pool(static_cast<int>(threads));
   const AttentionShape shape{cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, 1.0f / std::sqrt(128.0f), 0};
   for (auto _ : state) {
-    paged_attention(kv, 0, batch, flat, shape, q.data(), out.data(), pool, scratch);
+    paged_attention({&kv, 0, false}, batch, flat, shape, q.data(), out.data(), pool, scratch);
     benchmark::DoNotOptimize(out.data());
   }
 }

@@ -58,23 +58,53 @@ struct DraftKv {
   spec::Proposer::WindowKv window;
 };
 
-// KV blocks N of the target; a proposer's KV takes its share of the same budget: per target
-// block, and min(window blocks, N) window blocks.
-int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, DraftKv draft = {}) {
+// The target's sliding-window layers, kept apart from its other KV layers in a pool bounded
+// by the window (WindowBlocks), when it has both kinds and runs in one process (the other
+// ranks of a split model mirror rank 0's main pool and know no window pool).
+struct TargetWindowKv {
+  ModelConfig main;           // the config the main pool is built from
+  ModelConfig layers;         // the sliding layers alone (when kept apart)
+  int64_t window = 0;         // 0: not kept apart
+  int64_t blocks = 0;         // window-pool blocks wanted
+  size_t bytes_per_token = 0;  // of the sliding layers
+};
+
+TargetWindowKv target_window_kv(const Model& model, const EngineOptions& o) {
+  const ModelConfig& cfg = model.config();
+  TargetWindowKv w{.main = cfg};
+  const int64_t windowed = cfg.num_window_kv_layers();
+  if (windowed == 0 || windowed == cfg.num_kv_layers() || model.distributed()) return w;
+  w.main = cfg.kv_group_config(false);
+  w.layers = cfg.kv_group_config(true);
+  w.window = cfg.max_attention_window();
+  w.blocks = WindowBlocks::blocks_needed(w.window, o.block_size, o.max_num_seqs, o.max_num_batched_tokens);
+  w.bytes_per_token = KvPool::bytes_per_token(w.layers, o.kv_dtype);
+  return w;
+}
+
+// KV blocks N of the target's main pool. A proposer's KV takes its share of the same budget
+// per target block, and window pools (the drafter's, the target's sliding layers) take
+// min(their blocks, N) blocks each: the largest N that fits.
+int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, DraftKv draft = {}, const TargetWindowKv& target = {}) {
   const auto block_bytes = static_cast<int64_t>(KvPool::bytes_per_token(cfg, o.kv_dtype) + draft.per_token) * o.block_size;
   if (block_bytes == 0) return 1;  // no attention layer keeps KV
   const int64_t budget = kv_budget(o);
-  if (const auto window_block = static_cast<int64_t>(draft.window.bytes_per_token) * o.block_size; window_block > 0) {
-    // Enough for every window: N = what is left after them, if that is at least as many.
-    const int64_t after_windows = (budget - draft.window.blocks * window_block) / block_bytes;
-    if (after_windows >= draft.window.blocks) return after_windows;
-    const int64_t blocks = budget / (block_bytes + window_block);  // fewer target blocks than windows need
-    if (blocks < 1) fail("--kv-memory ", budget, " bytes holds no KV block of ", block_bytes + window_block, " bytes");
-    return blocks;
+  const std::pair<int64_t, int64_t> windows[] = {  // (blocks, bytes a block)
+      {draft.window.blocks, static_cast<int64_t>(draft.window.bytes_per_token) * o.block_size},
+      {target.blocks, static_cast<int64_t>(target.bytes_per_token) * o.block_size}};
+  auto bytes = [&](int64_t n) {
+    int64_t total = n * block_bytes;
+    for (const auto& [blocks, block] : windows) total += std::min(blocks, n) * block;
+    return total;
+  };
+  int64_t lo = 0, hi = budget / block_bytes;  // bytes(lo) fits; the answer is at most hi
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (bytes(mid) <= budget) lo = mid;
+    else hi = mid - 1;
   }
-  const int64_t blocks = budget / block_bytes;
-  if (blocks < 1) fail("--kv-memory ", budget, " bytes holds no KV block of ", block_bytes, " bytes");
-  return blocks;
+  if (lo < 1) fail("--kv-memory ", budget, " bytes holds no KV block of ", bytes(1), " bytes");
+  return lo;
 }
 
 // Snapshot slots of a hybrid model's state cache: the slot cap, further bounded by the memory
@@ -198,9 +228,10 @@ void EngineOptions::validate() const {
 }
 
 struct Engine::Impl {
-  Impl(Model& model, const EngineOptions& o, std::unique_ptr<spec::Proposer> p, DraftKv draft)
+  Impl(Model& model, const EngineOptions& o, std::unique_ptr<spec::Proposer> p, DraftKv draft, TargetWindowKv window)
       : cfg(model.config()),
-        kv(cfg, kv_blocks(cfg, o, draft), o.kv_dtype, o.block_size),
+        target_window(std::move(window)),
+        kv(target_window.main, kv_blocks(target_window.main, o, draft, target_window), o.kv_dtype, o.block_size),
         blocks(kv.num_blocks(), o.block_size, o.prefix_cache),
         states(make_states(cfg, o, o.speculative.enabled() ? o.speculative.k() : 0)),
         scheduler(SchedulerConfig{.max_num_seqs = o.max_num_seqs,
@@ -213,6 +244,13 @@ struct Engine::Impl {
                   blocks, states.get()),
         runner(model, kv, states ? &states->pool() : nullptr),
         proposer(std::move(p)) {
+    if (target_window.window > 0) {
+      const int64_t n = std::min(target_window.blocks, kv.num_blocks());  // never more than the main pool's
+      window_kv = std::make_unique<KvPool>(target_window.layers, n, o.kv_dtype, o.block_size);
+      windows = std::make_unique<WindowBlocks>(n, kv.num_blocks(), o.block_size, target_window.window);
+      runner.set_windows(window_kv.get(), windows.get());
+      scheduler.set_windows(windows.get());
+    }
     if (proposer) {
       // as many tokens as the target's cache
       proposer->reserve_kv_blocks(kv.num_blocks(), o.block_size, o.max_num_seqs);
@@ -221,7 +259,7 @@ struct Engine::Impl {
     draft_window_bytes = draft.window.bytes_per_token * static_cast<size_t>(o.block_size) *
                          static_cast<size_t>(std::min(draft.window.blocks, kv.num_blocks()));
     if ((draft.per_token > 0 || draft.window.blocks > 0) && KvPool::bytes_per_token(cfg, o.kv_dtype) > 0)
-      kv_tokens_without_drafter = kv_blocks(cfg, o) * o.block_size;
+      kv_tokens_without_drafter = kv_blocks(target_window.main, o, {}, target_window) * o.block_size;
     if (!o.speculative.synthetic_acceptance_rates.empty())
       verifier.set_synthetic(o.speculative.synthetic_acceptance_rates, 0x5EEDULL);
     if (proposer) {
@@ -243,7 +281,10 @@ struct Engine::Impl {
   void trace_step(int64_t tokens, int64_t emitted, double draft_seconds, double seconds);
 
   const ModelConfig& cfg;
-  KvPool kv;
+  TargetWindowKv target_window;
+  KvPool kv;                                // every KV layer, or those without a window
+  std::unique_ptr<KvPool> window_kv;        // the sliding layers, when kept apart
+  std::unique_ptr<WindowBlocks> windows;    // and which of its blocks hold what
   BlockManager blocks;
   std::unique_ptr<StateCache> states;
   Scheduler scheduler;
@@ -292,7 +333,7 @@ Engine::Engine(Model& model, const EngineOptions& options) : model_(model), opti
            proposer->name(), " proposer drafts per step (", most, ")");
     if (options_.speculative.num_speculative_tokens == 0) options_.speculative.num_speculative_tokens = most;
   }
-  impl_ = std::make_unique<Impl>(model, options_, std::move(proposer), draft_kv);
+  impl_ = std::make_unique<Impl>(model, options_, std::move(proposer), draft_kv, target_window_kv(model, options_));
   const int64_t longest = impl_->blocks.num_blocks() * options_.block_size;
   if (impl_->kv.bytes_per_token() > 0 && options_.context_window > longest) options_.context_window = longest;
   impl_->stats.kv_blocks_total = impl_->blocks.num_blocks();
@@ -313,7 +354,15 @@ std::string Engine::describe() const {
   s << "KV cache: " << kv_capacity_tokens() << " tokens (" << impl_->kv.num_blocks() << " blocks of "
     << options_.block_size << ", " << kv_dtype_name(impl_->kv.dtype()) << ", " << gib << " GiB)\n"
     << "Maximum concurrency for " << context_window() << " tokens per request: "
-    << static_cast<double>(kv_capacity_tokens()) / static_cast<double>(context_window()) << "x\n"
+    << static_cast<double>(kv_capacity_tokens()) / static_cast<double>(context_window()) << "x\n";
+  if (impl_->window_kv) {
+    const KvPool& w = *impl_->window_kv;
+    s << "Sliding-window layers: " << w.num_layers() << " of " << impl_->cfg.num_kv_layers() << " KV layers keep their last "
+      << impl_->windows->window() << " positions apart, " << w.num_blocks() << " blocks ("
+      << static_cast<double>(w.bytes_per_block()) * static_cast<double>(w.num_blocks()) / (1 << 20) << " MiB) for "
+      << options_.max_num_seqs << " sequences, whatever the context length\n";
+  }
+  s
     << "Packed matmul kernels: " << kernels::PackedMatrix::isa();
   if (impl_->proposer) {
     s << "\n" << (options_.speculative.enabled() ? options_.speculative.describe()
@@ -612,7 +661,7 @@ bool Engine::step() {
     for (const ScheduledSeq& s : plan) step_tokens += s.n_tokens;
     const auto t0 = Sequence::Clock::now();
     try {
-      logits = m.runner.run(plan);
+      logits = m.runner.run(plan, m.scheduler.running());
     } catch (const std::exception& e) {
       error = e.what();
     }

@@ -4,7 +4,13 @@
 
 namespace zen {
 
-float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
+float* ModelRunner::run(std::span<const ScheduledSeq> plan, std::span<Sequence* const> running) {
+  if (windows_) {  // every running window is pinned before any slice maps a block
+    windows_->begin_step();
+    for (const Sequence* seq : running) windows_->pin(seq->blocks, seq->computed);
+    for (const ScheduledSeq& s : plan) windows_->pin(s.seq->blocks, s.seq->computed);
+    window_tables_.resize(plan.size());
+  }
   slices_.clear();
   first_row_.clear();
   first_token_.clear();
@@ -21,6 +27,11 @@ float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
     slice.state_slot = seq.state_slot;
     slice.all_logits = s.all_logits;
     slice.recurrent_form = states_ != nullptr && seq.computed >= seq.prompt_len;  // recomputing decoded tokens
+    if (windows_) {
+      std::vector<int32_t>& table = window_tables_[slices_.size()];
+      windows_->table(seq.blocks, seq.computed, s.n_tokens, table);
+      slice.window_blocks = table;
+    }
     if (!seq.draft_states.empty()) {
       const size_t i = slices_.size();
       histories_[i].assign(seq.draft_states.begin(), seq.draft_states.end());
@@ -37,6 +48,7 @@ float* ModelRunner::run(std::span<const ScheduledSeq> plan) {
   if (logits_.size() < static_cast<size_t>(rows) * vocab) logits_.resize(static_cast<size_t>(rows) * vocab);
   ForwardBatch batch;
   batch.kv = &kv_;
+  batch.window_kv = windows_ ? window_kv_ : nullptr;
   batch.states = states_;
   batch.seqs = slices_;
   // Greedy rows without logprobs need only their argmax (a vocabulary-split model then

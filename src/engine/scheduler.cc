@@ -71,6 +71,8 @@ bool Scheduler::admit(Sequence* seq, int64_t budget, bool contended, std::vector
     cached = (cached / align) * align;
     while (cached > 0 && !states_->has_snapshot(match.hashes[static_cast<size_t>(cached / bs - 1)])) cached -= align;
   }
+  if (windows_ != nullptr)  // sliding layers kept apart: only where the window's rows are still held
+    while (cached > 0 && !windows_->holds_window(match.blocks, cached)) cached -= bs;
   const auto n_cached_blocks = static_cast<size_t>(cached / bs);
 
   // Plan the first chunk from the cached position.

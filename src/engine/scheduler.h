@@ -21,6 +21,7 @@
 #include "engine/block_manager.h"
 #include "engine/sequence.h"
 #include "engine/state_cache.h"
+#include "engine/window_blocks.h"
 
 namespace zen {
 
@@ -69,6 +70,8 @@ class Scheduler {
   int64_t chunk_for(const Sequence& seq, int64_t budget) const;
   int64_t long_prefill_threshold() const { return long_threshold_; }
   void set_states(StateCache* states) { states_ = states; }  // before the first schedule()
+  // Sliding-window layers kept apart: a cached prefix counts only where its window is held.
+  void set_windows(const WindowBlocks* windows) { windows_ = windows; }
 
  private:
   bool is_long(const Sequence& seq) const { return seq.uncomputed() > long_threshold_; }
@@ -85,6 +88,7 @@ class Scheduler {
   SchedulerConfig config_;
   BlockManager& blocks_;
   StateCache* states_;
+  const WindowBlocks* windows_ = nullptr;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order: back is the newest
   int64_t long_threshold_ = 0;

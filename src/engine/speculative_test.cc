@@ -146,6 +146,40 @@ TEST_F(EngineSpec, GreedyOracleDraftsEqualPlainDecodingAloneAndAtConcurrency) {
   }
 }
 
+// A model with sliding-window layers, whose K/V the engine keeps in a pool bounded by the
+// window: verification writes drafts' rows there too, and rejected ones are rewritten.
+TEST(EngineSpecSliding, OracleDraftsOnSlidingLayersEqualPlainDecoding) {
+  auto model = Model::load(std::string(ZEN_SOURCE_DIR) + "/tests/fixtures/models/qwen3_sliding",
+                           {.n_threads = 2, .load_tokenizer = false});
+  const auto vocab = static_cast<int32_t>(model->config().vocab_size);
+  const auto prompts = random_prompts(16, 10, 60, vocab, 22);
+  RequestParams params = greedy(37);
+  params.top_logprobs = 2;
+  EngineOptions o;
+  o.kv_memory_bytes = int64_t{8} << 20;
+  o.max_num_batched_tokens = 64;
+  std::vector<Outcome> want;
+  for (const auto& p : prompts) {
+    Engine alone(*model, o);
+    want.push_back(run_all(alone, {p}, params)[0]);
+  }
+  std::map<std::vector<int32_t>, std::vector<int32_t>> ref;
+  for (size_t i = 0; i < prompts.size(); ++i) ref[prompts[i]] = want[i].tokens;
+  Engine engine(*model, o);
+  ASSERT_NE(engine.describe().find("Sliding-window layers"), std::string::npos);
+  engine.use_proposer(std::make_unique<OracleProposer>(ref, vocab, 0.25), fixed_k(6));
+  const auto got = run_all(engine, prompts, params);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    ASSERT_EQ(got[i].details.size(), want[i].details.size());
+    for (size_t t = 0; t < got[i].details.size(); ++t) EXPECT_EQ(got[i].details[t].logprob, want[i].details[t].logprob);
+  }
+  const EngineStats s = engine.stats();
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+  EXPECT_LT(s.spec_accepted_tokens, s.spec_draft_tokens);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+}
+
 TEST_F(EngineSpec, StopTokensInsideAcceptedDraftsEndTheRequestThere) {
   const auto prompts = random_prompts(8, 5, 30, vocab(), 5);
   const auto free_run = plain(prompts, greedy(24));

@@ -1,0 +1,119 @@
+// The engine on a model with sliding-window layers (tests/fixtures/models/qwen3_sliding: one
+// full layer, two sliding ones with a window of 7): the sliding layers' K/V live in a pool
+// bounded by the window, and every output equals single-sequence generation, whose cache
+// keeps every position. Prompts are longer than the window, so the window is exercised.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "engine/generate.h"
+#include "engine/window_blocks.h"
+
+namespace zen {
+namespace {
+
+using namespace zen::test;
+
+class EngineSliding : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = Model::load(std::string(ZEN_SOURCE_DIR) + "/tests/fixtures/models/qwen3_sliding",
+                         {.n_threads = 2, .load_tokenizer = false})
+                 .release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  static int32_t vocab() { return static_cast<int32_t>(model_->config().vocab_size); }
+  // What one sequence generates alone, through a cache that keeps every position.
+  static std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int64_t max_tokens) {
+    GenerateOptions g;
+    g.max_tokens = max_tokens;
+    g.ignore_eos = true;
+    return generate(*model_, prompt, g).tokens;
+  }
+  static EngineOptions options(int64_t max_seqs = 16, int64_t batched_tokens = 64) {
+    EngineOptions o;
+    o.kv_memory_bytes = int64_t{8} << 20;
+    o.max_num_seqs = max_seqs;
+    o.max_num_batched_tokens = batched_tokens;
+    return o;
+  }
+  static Model* model_;
+};
+Model* EngineSliding::model_ = nullptr;
+
+TEST_F(EngineSliding, TheWindowPoolIsBoundedByTheWindowNotTheContext) {
+  Engine engine(*model_, options());
+  const std::string d = engine.describe();
+  const int64_t blocks = WindowBlocks::blocks_needed(7, 16, 16, 64);
+  EXPECT_NE(d.find("Sliding-window layers: 2 of 3 KV layers keep their last 7 positions apart, " + std::to_string(blocks) +
+                   " blocks"),
+            std::string::npos)
+      << d;
+  // The main pool holds the full layer only: 3x the tokens the same memory holds for all three.
+  const auto full_token = static_cast<int64_t>(KvPool::bytes_per_token(model_->config(), KvDType::F32));
+  EXPECT_GT(engine.kv_capacity_tokens(), 2 * ((int64_t{8} << 20) / full_token));
+}
+
+TEST_F(EngineSliding, ConcurrentGreedyEqualsGenerationAlone) {
+  const auto prompts = random_prompts(16, 8, 120, vocab(), 71);
+  EngineOptions o = options();
+  o.prefix_cache = false;
+  Engine engine(*model_, o);
+  const auto got = run_all(engine, prompts, greedy(40));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, reference(prompts[i], 40)) << "prompt " << i;
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineSliding, PreemptionUnderATinyPoolLosesNothing) {
+  const auto prompts = random_prompts(8, 20, 60, vocab(), 72);
+  EngineOptions o = options(8, 32);
+  // 10 main-pool blocks of 16 tokens (the full layer's K/V only): any one request fits
+  // (at most 100 tokens), all eight at once do not.
+  const auto block = static_cast<int64_t>(KvPool::bytes_per_token(model_->config().kv_group_config(false), o.kv_dtype)) * 16;
+  const auto window_block =
+      static_cast<int64_t>(KvPool::bytes_per_token(model_->config().kv_group_config(true), o.kv_dtype)) * 16;
+  o.kv_memory_bytes = 10 * (block + window_block);
+  Engine engine(*model_, o);
+  const auto got = run_all(engine, prompts, greedy(40));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, reference(prompts[i], 40)) << "prompt " << i;
+  EXPECT_GT(engine.stats().preemptions, 0);
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+// A warm prefix is used while its window's rows are still held, and gives what a cold run
+// gives; once other sequences have recycled them, the prefix is recomputed, with the same
+// result.
+TEST_F(EngineSliding, WarmPrefixNeedsItsWindowHeld) {
+  const auto prompt = random_prompts(1, 100, 100, vocab(), 73)[0];
+  RequestParams params = greedy(6);
+  params.top_logprobs = 5;
+  Engine engine(*model_, options(2, 32));  // a small window pool: 2 sequences, 32-token steps
+  const auto cold = run_all(engine, {prompt}, params);
+  const auto warm = run_all(engine, {prompt}, params);
+  EXPECT_EQ(cold[0].cached_prompt_tokens, 0);
+  EXPECT_EQ(warm[0].cached_prompt_tokens, 96);
+  ASSERT_EQ(warm[0].details.size(), cold[0].details.size());
+  for (size_t i = 0; i < cold[0].details.size(); ++i) {
+    EXPECT_EQ(warm[0].details[i].token, cold[0].details[i].token);
+    EXPECT_EQ(warm[0].details[i].logprob, cold[0].details[i].logprob);
+    for (size_t k = 0; k < cold[0].details[i].top.size(); ++k)
+      EXPECT_EQ(warm[0].details[i].top[k].logprob, cold[0].details[i].top[k].logprob);
+  }
+  // Other long prompts pass through the window pool and recycle every block of it.
+  run_all(engine, random_prompts(4, 150, 180, vocab(), 74), greedy(4));
+  const auto recycled = run_all(engine, {prompt}, params);
+  EXPECT_LT(recycled[0].cached_prompt_tokens, 96);
+  for (size_t i = 0; i < cold[0].details.size(); ++i) {
+    EXPECT_EQ(recycled[0].details[i].token, cold[0].details[i].token);
+    EXPECT_EQ(recycled[0].details[i].logprob, cold[0].details[i].logprob);
+  }
+  EXPECT_EQ(cold[0].tokens, reference(prompt, 6));
+}
+
+}  // namespace
+}  // namespace zen
