@@ -70,6 +70,8 @@ std::vector<uint8_t> encode_step(const ForwardBatch& batch) {
   w.put<int64_t>(batch.kv->num_blocks());
   w.put<int64_t>(batch.kv->block_size());
   w.put<int32_t>(static_cast<int32_t>(batch.kv->dtype()));
+  w.put<uint64_t>(reinterpret_cast<uintptr_t>(batch.window_kv));
+  w.put<int64_t>(batch.window_kv != nullptr ? batch.window_kv->num_blocks() : 0);
   w.put<uint64_t>(reinterpret_cast<uintptr_t>(batch.states));
   w.put<int64_t>(batch.states != nullptr ? batch.states->num_slots() : 0);
   w.put<uint8_t>(batch.argmax_only ? 1 : 0);
@@ -81,6 +83,7 @@ std::vector<uint8_t> encode_step(const ForwardBatch& batch) {
     w.put_ids(s.tokens);
     w.put_ids(s.blocks);
     w.put_ids(s.state_history);
+    w.put_ids(batch.window_kv != nullptr ? s.window_blocks : std::span<const int32_t>{});
   }
   w.put_ids(batch.tap_layers);  // pipeline stages capture the taps of their own layers
   return w.take();
@@ -96,6 +99,11 @@ DecodedStep decode_step(std::vector<uint8_t> body) {
   const auto dtype = r.get<int32_t>();
   if (dtype < 0 || dtype > static_cast<int32_t>(KvDType::F8_E5M2)) fail("step message: KV dtype ", dtype);
   d.pool.dtype = static_cast<KvDType>(dtype);
+  d.window_pool = d.pool;  // the same block size and precision
+  d.window_pool.id = r.get<uint64_t>();
+  d.window_pool.num_blocks = r.get<int64_t>();
+  if ((d.window_pool.id != 0) != (d.window_pool.num_blocks > 0))
+    fail("step message: a window pool of ", d.window_pool.num_blocks, " blocks");
   d.states_id = r.get<uint64_t>();
   d.states_slots = r.get<int64_t>();
   if (d.states_slots < 0 || (d.states_id != 0) != (d.states_slots > 0))
@@ -113,6 +121,7 @@ DecodedStep decode_step(std::vector<uint8_t> body) {
     s.tokens = r.get_ids();
     s.blocks = r.get_ids();
     s.state_history = r.get_ids();
+    s.window_blocks = r.get_ids();
   }
   d.tap_layers = r.get_ids();
   if (!r.done()) fail("step message: trailing bytes");

@@ -45,6 +45,7 @@ std::vector<uint8_t> encode_step(const ForwardBatch& batch);
 struct DecodedStep {
   std::vector<uint8_t> body;
   PoolShape pool;
+  PoolShape window_pool;       // the sliding layers' pool (id 0: none; slices' window_blocks)
   uint64_t states_id = 0;      // rank 0's recurrent-state pool (0: none)
   int64_t states_slots = 0;
   bool argmax_only = false;

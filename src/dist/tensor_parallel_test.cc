@@ -161,8 +161,17 @@ TEST(TensorParallel, StepMessageRoundTrips) {
   batch.states = &states;
   batch.seqs = seqs;
   batch.argmax_only = true;
+  KvPool window(single(fixture("qwen3_f32"))->config(), 3);  // the sliding layers' pool and tables
+  const std::vector<int32_t> w0 = {-1, 2}, w1 = {0};
+  seqs[0].window_blocks = w0;
+  seqs[1].window_blocks = w1;
+  batch.window_kv = &window;
   std::vector<uint8_t> body = dist::encode_step(batch);
   const dist::DecodedStep d = dist::decode_step(body);
+  EXPECT_NE(d.window_pool.id, 0u);
+  EXPECT_EQ(d.window_pool.num_blocks, 3);
+  EXPECT_EQ(std::vector<int32_t>(d.seqs[0].window_blocks.begin(), d.seqs[0].window_blocks.end()), w0);
+  EXPECT_EQ(std::vector<int32_t>(d.seqs[1].window_blocks.begin(), d.seqs[1].window_blocks.end()), w1);
   EXPECT_EQ(d.states_slots, 3);
   EXPECT_NE(d.states_id, 0u);
   EXPECT_TRUE(d.argmax_only);
@@ -182,6 +191,10 @@ TEST(TensorParallel, StepMessageRoundTrips) {
   }
   body.resize(body.size() - 8);
   EXPECT_THROW(dist::decode_step(body), Error);
+  batch.window_kv = nullptr;  // without a window pool: id 0 and no tables
+  const dist::DecodedStep plain = dist::decode_step(dist::encode_step(batch));
+  EXPECT_EQ(plain.window_pool.id, 0u);
+  EXPECT_TRUE(plain.seqs[0].window_blocks.empty());
 }
 
 // Rows of a sliced matrix are the whole matrix's rows bit for bit; column slices add up to it.
@@ -317,10 +330,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelFixtures,
 
 // The engine on rank 0 (scheduling, prefix cache, preemption) with 16 requests at once and a
 // pool small enough to preempt: every request's tokens equal the single-process engine's; on a
-// dense model and on a MoE one whose every expert is sliced.
+// dense model, a MoE one whose every expert is sliced, and one with sliding-window layers.
 class TensorParallelEngine : public ::testing::TestWithParam<std::string> {};
 
-INSTANTIATE_TEST_SUITE_P(Models, TensorParallelEngine, ::testing::Values("qwen3_f32", "qwen3_moe_step2"));
+INSTANTIATE_TEST_SUITE_P(Models, TensorParallelEngine, ::testing::Values("qwen3_f32", "qwen3_moe_step2", "qwen3_sliding"));
 
 TEST_P(TensorParallelEngine, AtConcurrency16WithPreemptionMatchesOneProcess) {
   auto one = single(fixture(GetParam()));
@@ -336,6 +349,9 @@ TEST_P(TensorParallelEngine, AtConcurrency16WithPreemptionMatchesOneProcess) {
     EXPECT_EQ(got[i].finish_reason, "length");
   }
   EXPECT_GT(e2.stats().preemptions, 0) << "the pool was meant to preempt";
+  if (GetParam() == "qwen3_sliding") {  // the ranks keep the sliding layers in their window pools too
+    EXPECT_NE(e2.describe().find("Sliding-window layers: 2 of 3"), std::string::npos) << e2.describe();
+  }
   // Greedy requests without logprobs: the steps exchanged (max, index), 8 bytes a row.
   const dist::OpStats& gathers = tp.stats()[dist::Op::AllGather];
   EXPECT_LE(gathers.bytes / static_cast<double>(gathers.calls), 8.0 * 16);

@@ -59,8 +59,9 @@ struct DraftKv {
 };
 
 // The target's sliding-window layers, kept apart from its other KV layers in a pool bounded
-// by the window (WindowBlocks), when it has both kinds and runs in one process (the other
-// ranks of a split model mirror rank 0's main pool and know no window pool).
+// by the window (WindowBlocks), when it has both kinds and holds all its layers (tensor-
+// parallel ranks mirror both pools from each step's message; pipeline stages keep every
+// position: a stage's budget would need each group's most layers over the stages).
 struct TargetWindowKv {
   ModelConfig main;           // the config the main pool is built from
   ModelConfig layers;         // the sliding layers alone (when kept apart)
@@ -73,7 +74,7 @@ TargetWindowKv target_window_kv(const Model& model, const EngineOptions& o) {
   const ModelConfig& cfg = model.config();
   TargetWindowKv w{.main = cfg};
   const int64_t windowed = cfg.num_window_kv_layers();
-  if (windowed == 0 || windowed == cfg.num_kv_layers() || model.distributed()) return w;
+  if (windowed == 0 || windowed == cfg.num_kv_layers() || model.layer_count() != cfg.num_layers) return w;
   w.main = cfg.kv_group_config(false);
   w.layers = cfg.kv_group_config(true);
   w.window = cfg.max_attention_window();

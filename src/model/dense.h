@@ -56,7 +56,6 @@ class DenseModel final : public Model {
   void output_head(const float* hidden, int64_t rows, float* logits) override;
   void serve_steps() override;
   int64_t layer_count() const override { return tp_.total_layers() > 0 ? tp_.total_layers() : cfg_.num_layers; }
-  bool distributed() const override { return tp_.active(); }
   ~DenseModel() override;  // rank 0 of a tensor-parallel model releases the other ranks
 
  private:

@@ -72,7 +72,6 @@ class HybridModel final : public Model {
 
   void serve_steps() override;
   int64_t layer_count() const override { return tp_.total_layers() > 0 ? tp_.total_layers() : cfg_.num_layers; }
-  bool distributed() const override { return tp_.active(); }
   ~HybridModel() override;  // rank 0 of a tensor-parallel model releases the other ranks
 
   // Tests and benchmarks: run prefill through the recurrent form too.

@@ -113,9 +113,6 @@ class Model {
                bool argmax_only = false);
   // The batched forward; see ForwardBatch. logits: [logit_rows(batch), vocab].
   virtual void forward(const ForwardBatch& batch, float* logits) = 0;
-  // Split over several ranks (tensor or pipeline parallel): the other ranks mirror rank 0's
-  // main KV pool from each step's message, and know no window pool.
-  virtual bool distributed() const { return false; }
 
   // The whole model's layers: a drafter's tap indices count these (under pipeline parallelism
   // rank 0's config() holds only its stage's layers).

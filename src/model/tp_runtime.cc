@@ -176,7 +176,12 @@ KvPool& TpRuntime::worker_pool(int slot, const ModelConfig& cfg, const dist::Poo
 void TpRuntime::serve_forward(const ModelConfig& local_cfg, const Worker& worker, std::vector<uint8_t> body) {
   const dist::DecodedStep step = dist::decode_step(std::move(body));
   ForwardBatch batch;
-  batch.kv = &worker_pool(0, local_cfg, step.pool);
+  if (step.window_pool.id != 0) {  // the sliding layers kept apart, as on rank 0
+    batch.kv = &worker_pool(0, local_cfg.kv_group_config(false), step.pool);
+    batch.window_kv = &worker_pool(2, local_cfg.kv_group_config(true), step.window_pool);
+  } else {
+    batch.kv = &worker_pool(0, local_cfg, step.pool);
+  }
   if (step.states_id != 0) batch.states = &worker_states(local_cfg, step.states_id, step.states_slots);
   batch.seqs = step.seqs;
   batch.argmax_only = step.argmax_only;

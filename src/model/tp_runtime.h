@@ -185,8 +185,8 @@ class TpRuntime {
   std::shared_ptr<Watch> watch_ = std::make_shared<Watch>();
   // Ranks > 0: pools of this rank's heads mirroring rank 0's (by rank 0's pool identity):
   // [0] the model's, [1] the MTP head's.
-  std::unique_ptr<KvPool> worker_kv_[2];
-  uint64_t worker_kv_id_[2] = {0, 0};
+  std::unique_ptr<KvPool> worker_kv_[3];  // the target's main pool, the MTP head's, the target's window pool
+  uint64_t worker_kv_id_[3] = {0, 0, 0};
   std::unique_ptr<StatePool> worker_states_;
   uint64_t worker_states_id_ = 0;
 };
