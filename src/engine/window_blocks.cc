@@ -91,9 +91,10 @@ void WindowBlocks::table(std::span<const int32_t> target_blocks, int64_t pos, in
            target, " left the window pool while a window still reads them");
     if (block_of_[static_cast<size_t>(target)] < 0) map(target, std::max<int64_t>(0, pos - start));  // written only
     const int32_t b = block_of_[static_cast<size_t>(target)];
-    // Rewriting rows up to those stored (a rollback's): the stored rows now start earlier.
-    const int64_t stored_from = start + first_row_[static_cast<size_t>(b)];
-    if (pos < stored_from && pos + n >= stored_from) first_row_[static_cast<size_t>(b)] = static_cast<int32_t>(std::max<int64_t>(0, pos - start));
+    // Rows a slice writes are held from then on (a block's owner writes it in order, and reads
+    // only rows it wrote; a prefix hit reads only full blocks).
+    int32_t& first_row = first_row_[static_cast<size_t>(b)];
+    first_row = std::min(first_row, static_cast<int32_t>(std::max<int64_t>(0, pos - start)));
     use(b);
     out[static_cast<size_t>(i)] = b;
   }
