@@ -357,6 +357,28 @@ TEST_P(TensorParallelEngine, AtConcurrency16WithPreemptionMatchesOneProcess) {
   EXPECT_LE(gathers.bytes / static_cast<double>(gathers.calls), 8.0 * 16);
 }
 
+// Pipeline stages of the sliding fixture (3 layers: full, sliding, sliding): each stage keeps
+// its sliding layers in a window pool mirroring rank 0's, whose window is the job's widest even
+// where rank 0's own stage has no sliding layer (3 stages: layer 0 alone).
+TEST(TensorParallelEngineSliding, PipelineStagesKeepTheirWindowsApart) {
+  auto one = single(fixture("qwen3_sliding"));
+  const auto prompts = test::random_prompts(16, 5, 60, static_cast<int32_t>(one->config().vocab_size), 8);
+  const RequestParams params = test::greedy(30);
+  Engine e1(*one, test::pool_of(*one, 24, 64));
+  const auto want = test::run_all(e1, prompts, params);
+  for (const int stages : {2, 3}) {
+    SCOPED_TRACE(std::to_string(stages) + " stages");
+    TpModel pp(fixture("qwen3_sliding"), stages, false, false, stages);
+    Engine e2(pp.rank0(), test::pool_of(pp.rank0(), 24, 64));
+    EXPECT_NE(e2.describe().find("Sliding-window layers: at most 1 KV layers a stage keep their last 7 positions"),
+              std::string::npos)
+        << e2.describe();
+    const auto got = test::run_all(e2, prompts, params);
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(e2.stats().kv_blocks_used, 0);
+  }
+}
+
 // The planner on two ranks with the engine's wire: f32 activations, (max, index) or f32 logits.
 plan::Options wire_as_measured(bool argmax_only) {
   plan::Options o;

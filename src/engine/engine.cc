@@ -59,9 +59,9 @@ struct DraftKv {
 };
 
 // The target's sliding-window layers, kept apart from its other KV layers in a pool bounded
-// by the window (WindowBlocks), when it has both kinds and holds all its layers (tensor-
-// parallel ranks mirror both pools from each step's message; pipeline stages keep every
-// position: a stage's budget would need each group's most layers over the stages).
+// by the window (WindowBlocks), when it has both kinds (the other ranks of a split model
+// mirror both pools from each step's message; a pipeline stage's config counts each group's
+// most layers over the stages, and the widest window).
 struct TargetWindowKv {
   ModelConfig main;           // the config the main pool is built from
   ModelConfig layers;         // the sliding layers alone (when kept apart)
@@ -73,8 +73,9 @@ struct TargetWindowKv {
 TargetWindowKv target_window_kv(const Model& model, const EngineOptions& o) {
   const ModelConfig& cfg = model.config();
   TargetWindowKv w{.main = cfg};
-  const int64_t windowed = cfg.num_window_kv_layers();
-  if (windowed == 0 || windowed == cfg.num_kv_layers() || model.layer_count() != cfg.num_layers) return w;
+  const int64_t windowed = std::max(cfg.num_window_kv_layers(), cfg.kv_budget_window_layers);
+  const int64_t others = std::max(cfg.num_kv_layers() - cfg.num_window_kv_layers(), cfg.kv_budget_other_layers);
+  if (windowed == 0 || others == 0) return w;
   w.main = cfg.kv_group_config(false);
   w.layers = cfg.kv_group_config(true);
   w.window = cfg.max_attention_window();
@@ -358,8 +359,12 @@ std::string Engine::describe() const {
     << static_cast<double>(kv_capacity_tokens()) / static_cast<double>(context_window()) << "x\n";
   if (impl_->window_kv) {
     const KvPool& w = *impl_->window_kv;
-    s << "Sliding-window layers: " << w.num_layers() << " of " << impl_->cfg.num_kv_layers() << " KV layers keep their last "
-      << impl_->windows->window() << " positions apart, " << w.num_blocks() << " blocks ("
+    const ModelConfig& c = impl_->cfg;
+    if (c.kv_budget_window_layers > 0 || c.kv_budget_other_layers > 0)  // pipeline stages
+      s << "Sliding-window layers: at most " << c.kv_budget_window_layers << " KV layers a stage keep their last ";
+    else
+      s << "Sliding-window layers: " << w.num_layers() << " of " << c.num_kv_layers() << " KV layers keep their last ";
+    s << impl_->windows->window() << " positions apart, " << w.num_blocks() << " blocks ("
       << static_cast<double>(w.bytes_per_block()) * static_cast<double>(w.num_blocks()) / (1 << 20) << " MiB) for "
       << options_.max_num_seqs << " sequences, whatever the context length\n";
   }

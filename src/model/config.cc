@@ -513,7 +513,7 @@ int64_t ModelConfig::num_window_kv_layers() const {
 }
 
 int64_t ModelConfig::max_attention_window() const {
-  int64_t w = 0;
+  int64_t w = kv_budget_window;
   for (int64_t l = 0; l < num_layers; ++l) w = std::max(w, is_full_attention(l) ? attention_window(l) : 0);
   return w;
 }
@@ -531,7 +531,8 @@ ModelConfig ModelConfig::kv_group_config(bool windowed) const {
   c.num_layers = windowed ? num_window_kv_layers() : num_kv_layers() - num_window_kv_layers();
   c.layer_types.clear();
   c.attention_windows.clear();
-  c.kv_budget_layers = 0;
+  c.kv_budget_layers = windowed ? kv_budget_window_layers : kv_budget_other_layers;
+  c.kv_budget_window_layers = c.kv_budget_other_layers = c.kv_budget_window = 0;
   return c;
 }
 

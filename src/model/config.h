@@ -96,6 +96,10 @@ struct ModelConfig {
   // rank 0 budgets KV blocks with it (every stage allocates the same blocks), so a stage with
   // few or no attention layers does not size the job's cache. 0: num_kv_layers().
   int64_t kv_budget_layers = 0;
+  // The same for the two KV groups the engine may keep apart (kv_group_config): the most
+  // sliding-window layers and the most other KV layers any stage holds, and the widest window
+  // of any stage (every stage's window pool mirrors rank 0's). 0: this config's own.
+  int64_t kv_budget_window_layers = 0, kv_budget_other_layers = 0, kv_budget_window = 0;
 
   bool is_full_attention(int64_t layer) const;
   int64_t num_kv_layers() const;            // layers that keep K and V
@@ -104,7 +108,7 @@ struct ModelConfig {
   // (ForwardBatch::window_kv). The two groups, windowed and not, each index their own layers.
   bool is_window_layer(int64_t layer) const { return is_full_attention(layer) && attention_window(layer) > 0; }
   int64_t num_window_kv_layers() const;
-  int64_t max_attention_window() const;
+  int64_t max_attention_window() const;  // of the whole job (kv_budget_window included)
   int kv_group_index(int64_t layer) const;  // index among the KV layers of its group; -1 for linear
   // A config whose KV layers are one group's (for sizing and building that group's pool).
   ModelConfig kv_group_config(bool windowed) const;

@@ -165,7 +165,12 @@ void DenseModel::bind_weights(const LoadOptions& opts) {
     keep(cfg_.attention_windows);
     keep(cfg_.layer_types);
   }
-  if (tp_.stages() > 1) cfg_.kv_budget_layers = tp_.max_over_ranks(cfg_.num_kv_layers());
+  if (tp_.stages() > 1) {
+    cfg_.kv_budget_layers = tp_.max_over_ranks(cfg_.num_kv_layers());
+    cfg_.kv_budget_window_layers = tp_.max_over_ranks(cfg_.num_window_kv_layers());
+    cfg_.kv_budget_other_layers = tp_.max_over_ranks(cfg_.num_kv_layers() - cfg_.num_window_kv_layers());
+    cfg_.kv_budget_window = tp_.max_over_ranks(cfg_.max_attention_window());
+  }
   const LoadVerdict verdict = c.verdict();
   complete_ = verdict.missing.empty() && verdict.mismatched.empty();
   if (opts.strict) c.require_clean();
