@@ -364,8 +364,10 @@ std::string Engine::describe() const {
       s << "Sliding-window layers: at most " << c.kv_budget_window_layers << " KV layers a stage keep their last ";
     else
       s << "Sliding-window layers: " << w.num_layers() << " of " << c.num_kv_layers() << " KV layers keep their last ";
-    s << impl_->windows->window() << " positions apart, " << w.num_blocks() << " blocks ("
-      << static_cast<double>(w.bytes_per_block()) * static_cast<double>(w.num_blocks()) / (1 << 20) << " MiB) for "
+    // The most any stage's window pool takes (KvPool::bytes_per_token counts the stages' most).
+    const double bytes = static_cast<double>(impl_->target_window.bytes_per_token) *
+                         static_cast<double>(options_.block_size * w.num_blocks());
+    s << impl_->windows->window() << " positions apart, " << w.num_blocks() << " blocks (" << bytes / (1 << 20) << " MiB) for "
       << options_.max_num_seqs << " sequences, whatever the context length\n";
   }
   s
