@@ -160,12 +160,14 @@ void TpRuntime::apply_state_op(const ModelConfig& local_cfg, const dist::StateOp
   else states.copy(op.src, op.dst);
 }
 
-KvPool& TpRuntime::worker_pool(int slot, const ModelConfig& cfg, const dist::PoolShape& shape) {
+KvPool& TpRuntime::worker_pool(int slot, const ModelConfig& cfg, const dist::PoolShape& shape,
+                               std::optional<bool> windowed) {
   std::unique_ptr<KvPool>& pool = worker_kv_[slot];
   if (!pool || worker_kv_id_[slot] != shape.id || pool->num_blocks() != shape.num_blocks ||
       pool->block_size() != shape.block_size || pool->dtype() != shape.dtype) {
     pool.reset();
-    pool = std::make_unique<KvPool>(cfg, shape.num_blocks, shape.dtype, shape.block_size);
+    pool = std::make_unique<KvPool>(windowed ? cfg.kv_group_config(*windowed) : cfg, shape.num_blocks, shape.dtype,
+                                    shape.block_size);
     worker_kv_id_[slot] = shape.id;
   }
   return *pool;
@@ -176,12 +178,9 @@ KvPool& TpRuntime::worker_pool(int slot, const ModelConfig& cfg, const dist::Poo
 void TpRuntime::serve_forward(const ModelConfig& local_cfg, const Worker& worker, std::vector<uint8_t> body) {
   const dist::DecodedStep step = dist::decode_step(std::move(body));
   ForwardBatch batch;
-  if (step.window_pool.id != 0) {  // the sliding layers kept apart, as on rank 0
-    batch.kv = &worker_pool(0, local_cfg.kv_group_config(false), step.pool);
-    batch.window_kv = &worker_pool(2, local_cfg.kv_group_config(true), step.window_pool);
-  } else {
-    batch.kv = &worker_pool(0, local_cfg, step.pool);
-  }
+  const bool apart = step.window_pool.id != 0;  // the sliding layers kept apart, as on rank 0
+  batch.kv = &worker_pool(0, local_cfg, step.pool, apart ? std::optional<bool>(false) : std::nullopt);
+  if (apart) batch.window_kv = &worker_pool(2, local_cfg, step.window_pool, true);
   if (step.states_id != 0) batch.states = &worker_states(local_cfg, step.states_id, step.states_slots);
   batch.seqs = step.seqs;
   batch.argmax_only = step.argmax_only;

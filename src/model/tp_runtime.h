@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -163,7 +164,10 @@ class TpRuntime {
   void run_micro_batches(const ForwardBatch& batch, float* logits, int64_t V, int64_t H,
                          const std::function<void(const ForwardBatch&, float*)>& part);
   void send(dist::StepKind kind, const std::vector<uint8_t>& body, const std::function<void()>& local);
-  KvPool& worker_pool(int slot, const ModelConfig& cfg, const dist::PoolShape& shape);
+  // The pool mirroring rank 0's in `slot`, (re)built when its shape changes: of cfg's KV
+  // layers, or of one group of them (kv_group_config(*windowed)).
+  KvPool& worker_pool(int slot, const ModelConfig& cfg, const dist::PoolShape& shape,
+                      std::optional<bool> windowed = std::nullopt);
   void send_state_op(const dist::StateOp& op);
   void apply_state_op(const ModelConfig& local_cfg, const dist::StateOp& op);
   StatePool& worker_states(const ModelConfig& local_cfg, uint64_t id, int64_t slots);
