@@ -205,13 +205,13 @@ void register_all() {
   add_gemm(DType::Q8_0, 151936, 896);
   for (DType t : {DType::Q4_K, DType::Q6_K}) add_gemm(t, 896, 4864);
   // The same shapes through the row-interleaved kernels, plus decode (tokens 1) and
-  // verification (2 to 8 tokens: a draft's rows) from DRAM, as in a real step, and from cache
-  // (the kernel's own speed: a kernel slower than DRAM shows there).
+  // verification (2 to 8 tokens: a draft's rows, 3 and 5 for k = 2 and 4) from DRAM, as in a
+  // real step, and from cache (the kernel's own speed: a kernel slower than DRAM shows there).
   auto add_packed = [](DType t, int64_t n, int64_t k) {
-    for (int64_t tokens : {1, 2, 4, 8, 16, 64})
+    for (int64_t tokens : {1, 2, 3, 4, 5, 8, 16, 64})
       for (int threads : {1, 2})
         for (int dram : {1, 0}) {
-          if ((dram == 1 && tokens > 8) || (dram == 0 && tokens > 1 && tokens < 16 && threads == 1)) continue;
+          if (dram == 1 && tokens > 8) continue;
           benchmark::RegisterBenchmark(("Packed/" + std::string(dtype_name(t))).c_str(), BM_Packed, t)
               ->Args({n, k, threads, tokens, dram})
               ->ArgNames({"n", "k", "threads", "tokens", "dram"})

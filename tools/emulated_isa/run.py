@@ -50,7 +50,7 @@ CASES = [
     (dtype, rows, k, tokens)
     for dtype, k in [("Q8_0", 608), ("Q4_0", 608), ("Q5_0", 608), ("NVFP4", 608), ("Q4_K", 768), ("Q6_K", 768)]
     for rows in (13, 45)  # a partial group; several groups
-    for tokens in (1, 3, 9, 70)  # decode path; a remainder; tiles of 4 plus one; over a 64-token tile
+    for tokens in (1, 2, 3, 9, 70)  # decode; the few-token path; tiles of 4 plus one; over a 64-token tile
 ]
 PAGE = 4096
 INVALID_OPCODE, GENERAL_PROTECTION, PAGE_FAULT = 6, 13, 14

@@ -56,6 +56,33 @@ struct Q8_0Kernel {
       }
     });
   }
+  // A few tokens: decode's loop with the T tokens innermost, each weight register loaded once
+  // and used T times, the sums in registers. The same integer sums and float operations as
+  // block(), so the same bits.
+  static constexpr int kFewTokens = 3;
+  template <int T>
+  ZEN_TARGET_AVX2 static void decode_tokens(const Group* g, const uint8_t* act, size_t act_row, int64_t nb,
+                                          __m256* acc) {
+    for (int64_t i = 0; i < nb; ++i, ++g) {
+      prefetch_block(g, sizeof(*g));
+      const ActQ8* a[T];
+      __m256i s[T];
+      for (int t = 0; t < T; ++t) {
+        a[t] = &act_block<ActQ8>(act, act_row, t, i);
+        s[t] = _mm256_setzero_si256();
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const __m256i w = load256(g->qs + 32 * k), wabs = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(broadcast4(a[t]->qs + 4 * k), w));
+          s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        }
+      }
+      for (int t = 0; t < T; ++t) acc[t] = accumulate(acc[t], *g, *a[t], s[t]);
+    }
+  }
   // Decode (one token): each weight register used once, straight from its load (holding all
   // 16 in registers, as block() does for a tile of tokens, spills at one token).
   ZEN_TARGET_AVX2 static __m256 decode(const Group* g, const uint8_t* act, int64_t nb) {
@@ -119,6 +146,26 @@ struct Q4Q5Kernel {
         acc[t] = accumulate(acc[t], dw, a, block_sum(w, a));
       }
     });
+  }
+
+  // A few tokens: each block unpacked once for the T tokens, their sums in registers; the
+  // same operations as block(), so the same bits. Only 2: at 3 its 8 weight registers, the
+  // sums and Q5_0's high bits spill.
+  static constexpr int kFewTokens = 2;
+  template <int T>
+  ZEN_TARGET_AVX2 static void decode_tokens(const Group* g, const uint8_t* act, size_t act_row, int64_t nb,
+                                          __m256* acc) {
+    for (int64_t i = 0; i < nb; ++i, ++g) {
+      prefetch_block(g, sizeof(*g));
+      __m256i w[8];
+      unpack_q4q5(*g, w);
+      const __m256 dw = scales8(g->d);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const ActQ8& a = act_block<ActQ8>(act, act_row, t, i);
+        acc[t] = accumulate(acc[t], dw, a, block_sum(w, a));
+      }
+    }
   }
 
   // Decode (one token): the sum in a register across the group's blocks; the same operations.

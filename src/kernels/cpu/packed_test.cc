@@ -89,7 +89,7 @@ TEST(Packed, KernelsEqualTheReferenceBitForBit) {
       for (int64_t N : {8, 13, 45}) {  // one group, a partial group, several groups
         const Source s(rng, t, N, K);
         const PackedMatrix p = PackedMatrix::pack(s.view);
-        for (int64_t T : {1, 2, 3, 4, 5, 9, 70}) {
+        for (int64_t T : {1, 2, 3, 4, 5, 6, 7, 8, 9, 70}) {
           const auto x = random_activations(rng, T * K);
           const auto want = run_reference(p, x, T);
           const auto got = run(p, x, T, pool);
@@ -214,7 +214,7 @@ TEST(PackedNvfp4, KernelsEqualTheReferenceBitForBitAndAreBatchInvariant) {
       const RandomNvfp4 w(rng, N, K);
       const PackedMatrix p = PackedMatrix::pack_nvfp4(w.m, "w");
       EXPECT_EQ(p.dtype(), DType::U8);
-      for (int64_t T : {1, 2, 3, 4, 5, 9, 70}) {
+      for (int64_t T : {1, 2, 3, 4, 5, 6, 7, 8, 9, 70}) {
         const auto x = random_activations(rng, T * K);
         const auto want = run_reference(p, x, T);
         EXPECT_TRUE(bits_equal(run(p, x, T, pool2).data(), want.data(), want.size())) << "N=" << N << " K=" << K << " T=" << T;
@@ -306,7 +306,7 @@ std::vector<float> run_isa(PackedGroupsFn fn, const PackedMatrix& p, const std::
 }
 
 void expect_isa_equals_reference(PackedGroupsFn fn, const PackedMatrix& p, std::mt19937& rng, const std::string& what) {
-  for (int64_t T : {1, 2, 3, 4, 5, 9, 70}) {
+  for (int64_t T : {1, 2, 3, 4, 5, 6, 7, 8, 9, 70}) {
     const auto x = random_activations(rng, T * p.cols());
     const auto want = run_reference(p, x, T);
     for (int64_t split : {int64_t{1}, int64_t{1} << 20})
