@@ -115,6 +115,31 @@ def test_stories260k_greedy_continuation():
     assert "prefill:" in r.stderr and "decode:" in r.stderr and "tok/s" in r.stderr
 
 
+def read_reference(path):
+    """A golden reference.safetensors (tools/make_model_fixtures.py) as {name: numpy array}."""
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    dtypes = {"F32": np.float32, "I32": np.int32}
+    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]],
+                             dtype=dtypes[v["dtype"]]).reshape(v["shape"])
+            for k, v in header.items() if k != "__metadata__"}
+
+
+def test_run_keeps_sliding_layers_to_their_window_and_equals_transformers():
+    """zen run without speculation on a model with sliding-window layers goes through the
+    engine, whose window pool keeps only each sliding layer's last positions, and still greedily
+    continues a prompt longer than the window exactly as transformers does."""
+    model = ROOT / "tests" / "fixtures" / "models" / "qwen3_sliding"
+    ref = read_reference(model.with_name("qwen3_sliding.reference.safetensors"))
+    ids = ",".join(str(int(t)) for t in ref["prompt"])
+    r = zen("run", "--model", model, "--prompt-ids", ids, "--max-tokens", str(len(ref["greedy"])), "--ignore-eos",
+            check=True)
+    assert [int(t) for t in r.stdout.split()] == [int(t) for t in ref["greedy"]]
+    assert "Sliding-window layers: 2 of 3 KV layers keep their last 7 positions apart" in r.stderr, r.stderr
+    assert "speculation:" not in r.stderr  # nothing speculated, nothing to summarise
+
+
 def test_seeded_sampling_is_reproducible():
     need(STORIES, "stories260K")
     args = ("run", "--model", STORIES, "--prompt", "Once upon a time", "--max-tokens", "30",

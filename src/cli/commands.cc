@@ -80,9 +80,9 @@ std::string resolve_model_path(const std::string& flag_value) {
 
 namespace {
 
-// zen run with speculation goes through the serving engine (one request), which owns the
-// verifier, proposers and controller; timings match generate()'s: prefill up to the first
-// token, decode after it.
+// zen run through the serving engine (one request), which owns the verifier, proposers and
+// controller, and the window pool of sliding layers; timings match generate()'s: prefill up to
+// the first token, decode after it.
 GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& ids, const GenerateOptions& opts,
                                     EngineOptions eo, const std::function<void(int32_t)>& on_token, std::string& summary) {
   eo.kv_dtype = opts.kv_dtype;
@@ -114,7 +114,7 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.prefill_seconds = std::max(first, 0.0);
   r.decode_seconds = total - r.prefill_seconds;
-  summary = speculation_summary(engine.stats());
+  if (eo.speculative.enabled()) summary = speculation_summary(engine.stats());
   if (const spec::Controller* c = engine.controller()) {
     summary += "step time by tokens (forward, sampling, verification; measured): " + c->cost().describe() + "\n";
     char line[128];
@@ -123,6 +123,13 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
     summary += line;
   }
   return r;
+}
+
+// zen run goes through the engine when it speculates, and when the model has sliding-window
+// layers: the engine keeps those layers' K/V in a pool bounded by the window, where
+// generate()'s one-sequence cache keeps every position.
+bool run_through_engine(const Model& model, const GenerateOptions& opts, const EngineOptions& eo) {
+  return opts.max_tokens > 0 && (eo.speculative.enabled() || model.config().num_window_kv_layers() > 0);
 }
 
 // "1,2,3" or "1 2 3" -> ids, each checked against the vocabulary.
@@ -152,12 +159,12 @@ std::vector<int32_t> parse_token_ids(const std::string& text, int64_t vocab) {
   return ids;
 }
 
-// zen run --prompt-ids: generates and prints the ids (for models without a tokenizer), with
-// speculation when it is configured, as with a text prompt.
+// zen run --prompt-ids: generates and prints the ids (for models without a tokenizer), through
+// the engine or generate() as with a text prompt.
 int run_on_ids(Model& model, const std::vector<int32_t>& ids, const GenerateOptions& opts, const LoadOptions& load,
                const EngineOptions& engine_options) {
   std::string spec_summary;
-  const GenerateResult r = engine_options.speculative.enabled() && opts.max_tokens > 0
+  const GenerateResult r = run_through_engine(model, opts, engine_options)
                                ? generate_with_engine(model, ids, opts, engine_options, [](int32_t) {}, spec_summary)
                                : generate(model, ids, opts);
   std::string line;
@@ -258,7 +265,7 @@ int run_command(int argc, char** argv) {
   };
   GenerateResult r;
   std::string spec_summary;
-  if (engine_options.speculative.enabled() && opts.max_tokens > 0) {
+  if (run_through_engine(*model, opts, engine_options)) {
     r = generate_with_engine(*model, ids, opts, engine_options, print_token, spec_summary);
   } else {
     r = generate(*model, ids, opts, [&](int32_t id) {

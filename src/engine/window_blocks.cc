@@ -46,8 +46,11 @@ bool WindowBlocks::holds(std::span<const int32_t> target_blocks, int64_t i, int6
 }
 
 void WindowBlocks::use(int32_t block) {
+  uint64_t& last = last_use_[static_cast<size_t>(block)];
+  if (last != 0) lru_.erase({last, block});
   pinned_at_[static_cast<size_t>(block)] = step_;
-  last_use_[static_cast<size_t>(block)] = ++clock_;
+  last = ++clock_;
+  lru_.insert({last, block});
 }
 
 void WindowBlocks::pin(std::span<const int32_t> target_blocks, int64_t computed) {
@@ -64,10 +67,13 @@ int32_t WindowBlocks::map(int32_t target_block, int64_t first_row) {
     b = free_.back();
     free_.pop_back();
   } else {
-    uint64_t oldest = UINT64_MAX;
-    for (size_t i = 0; i < target_of_.size(); ++i)
-      if (pinned_at_[i] != step_ && last_use_[i] < oldest) oldest = last_use_[i], b = static_cast<int32_t>(i);
-    if (b < 0) fail("window KV pool: all ", num_blocks(), " blocks are pinned by running sequences' windows");
+    // Every block pinned in this step was used in it, after every block that was not: so the
+    // least recently used block is unpinned unless all are pinned.
+    if (lru_.empty() || pinned_at_[static_cast<size_t>(lru_.begin()->second)] == step_)
+      fail("window KV pool: all ", num_blocks(), " blocks are pinned by running sequences' windows");
+    b = lru_.begin()->second;
+    lru_.erase(lru_.begin());
+    last_use_[static_cast<size_t>(b)] = 0;
     block_of_[static_cast<size_t>(target_of_[static_cast<size_t>(b)])] = -1;
   }
   target_of_[static_cast<size_t>(b)] = target_block;

@@ -13,7 +13,9 @@
 // never a silent wrong answer.
 #pragma once
 #include <cstdint>
+#include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace zen {
@@ -59,7 +61,8 @@ class WindowBlocks {
   std::vector<int32_t> target_of_;   // [window block] -> main-pool block, -1: free
   std::vector<int32_t> first_row_;   // [window block] first slot stored since it was mapped
   std::vector<uint64_t> pinned_at_;  // [window block] step it was last pinned in
-  std::vector<uint64_t> last_use_;   // [window block] clock of its last pin
+  std::vector<uint64_t> last_use_;   // [window block] clock of its last pin, 0: not in lru_
+  std::set<std::pair<uint64_t, int32_t>> lru_;  // held blocks by (last_use_, block), oldest first
   std::vector<int32_t> free_;
   uint64_t step_ = 1, clock_ = 0;
 };

@@ -77,6 +77,27 @@ TEST(WindowBlocks, PinnedWindowsAreNotRecycledAndFullPinsFailLoudly) {
   EXPECT_GE(table[0], 0);
 }
 
+TEST(WindowBlocks, BlocksAreRecycledLeastRecentlyUsedFirst) {
+  const int64_t bs = 4, window = 5;
+  WindowBlocks w(3, 64, bs, window);
+  const auto a = ids(0, 4), b = ids(10, 4), c = ids(20, 4), d = ids(30, 4), e = ids(40, 4);
+  step(w, a, 0, 4);  // the three blocks go to a, b, c in turn
+  step(w, b, 0, 4);
+  step(w, c, 0, 4);
+  w.begin_step();
+  w.pin(a, 4);  // a's window (positions 0..3) read again: b is now the oldest
+  std::vector<int32_t> table;
+  w.table(d, 0, 4, table);  // no free block: b's goes
+  EXPECT_FALSE(w.holds_window(b, 4));
+  EXPECT_TRUE(w.holds_window(a, 4));
+  EXPECT_TRUE(w.holds_window(c, 4));
+  step(w, e, 0, 4);  // then c's, the oldest left
+  EXPECT_FALSE(w.holds_window(c, 4));
+  EXPECT_TRUE(w.holds_window(a, 4));
+  EXPECT_TRUE(w.holds_window(d, 4));
+  EXPECT_EQ(w.blocks_held(), 3);
+}
+
 TEST(WindowBlocks, ACachedPrefixIsUsableWhileItsWindowIsHeld) {
   const int64_t bs = 4, window = 6;
   WindowBlocks w(8, 64, bs, window);
