@@ -115,29 +115,32 @@ def test_stories260k_greedy_continuation():
     assert "prefill:" in r.stderr and "decode:" in r.stderr and "tok/s" in r.stderr
 
 
-def read_reference(path):
-    """A golden reference.safetensors (tools/make_model_fixtures.py) as {name: numpy array}."""
-    raw = path.read_bytes()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    dtypes = {"F32": np.float32, "I32": np.int32}
-    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]],
-                             dtype=dtypes[v["dtype"]]).reshape(v["shape"])
-            for k, v in header.items() if k != "__metadata__"}
-
-
 def test_run_keeps_sliding_layers_to_their_window_and_equals_transformers():
     """zen run without speculation on a model with sliding-window layers goes through the
-    engine, whose window pool keeps only each sliding layer's last positions, and still greedily
-    continues a prompt longer than the window exactly as transformers does."""
+    engine (its window pool holds the sliding layers' K/V) and still greedily continues a prompt
+    longer than the window exactly as transformers does. (Recycling within the pool is
+    src/engine/window_engine_test.cc's; this pool outlasts 40 positions.)"""
     model = ROOT / "tests" / "fixtures" / "models" / "qwen3_sliding"
-    ref = read_reference(model.with_name("qwen3_sliding.reference.safetensors"))
+    ref = read_safetensors(model.with_name("qwen3_sliding.reference.safetensors"))
     ids = ",".join(str(int(t)) for t in ref["prompt"])
     r = zen("run", "--model", model, "--prompt-ids", ids, "--max-tokens", str(len(ref["greedy"])), "--ignore-eos",
             check=True)
     assert [int(t) for t in r.stdout.split()] == [int(t) for t in ref["greedy"]]
     assert "Sliding-window layers: 2 of 3 KV layers keep their last 7 positions apart" in r.stderr, r.stderr
     assert "speculation:" not in r.stderr  # nothing speculated, nothing to summarise
+
+
+def test_run_through_the_engine_stops_as_plain_generation_does():
+    """zen run through the engine (here speculating with ngram) stops on the tokenizer's
+    end-of-turn tokens as generate() does, and prints neither the stop token nor counts it."""
+    need(DEFAULT_MODEL, "default model")
+    args = ("run", "--model", DEFAULT_MODEL, "--chat", "--prompt", "Say hello in three words.", "--max-tokens", "64")
+    plain = zen(*args, check=True)
+    spec = zen(*args, "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}', check=True)
+    assert "finish: stop" in plain.stderr, plain.stderr
+    assert spec.stdout == plain.stdout
+    decoded = [line.split(" in ")[0] for r in (plain, spec) for line in r.stderr.splitlines() if line.startswith("decode:")]
+    assert decoded[0] == decoded[1] and "finish: stop" in spec.stderr, spec.stderr
 
 
 def test_seeded_sampling_is_reproducible():
@@ -213,9 +216,9 @@ def read_safetensors(path):
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        assert info["dtype"] == "F32"
+        dtype = {"F32": np.float32, "I32": np.int32}[info["dtype"]]
         a, b = info["data_offsets"]
-        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=np.float32).reshape(info["shape"])
+        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=dtype).reshape(info["shape"])
     return out
 
 

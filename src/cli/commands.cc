@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <functional>
@@ -97,15 +98,25 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
   params.max_tokens = std::max<int64_t>(opts.max_tokens, 1);
   params.ignore_eos = opts.ignore_eos;
   params.sampling = opts.sampling;
+  // The tokenizer's end-of-turn tokens stop it too, as they stop generate() and the server.
+  if (!opts.ignore_eos && model.tokenizer() != nullptr) params.stop_token_ids = model.tokenizer()->stop_ids();
+  const auto& eos = model.config().eos_token_ids;
+  auto is_stop_token = [&](int32_t t) {
+    return std::find(eos.begin(), eos.end(), t) != eos.end() ||
+           std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), t) != params.stop_token_ids.end();
+  };
   GenerateResult r;
   r.prompt_tokens = static_cast<int64_t>(ids.size());
   const auto start = std::chrono::steady_clock::now();
   double first = -1;
   const AddResult added = engine.add(ids, params, [&](const RequestUpdate& u) {
-    for (const GeneratedToken& g : u.tokens) {
+    for (size_t i = 0; i < u.tokens.size(); ++i) {
+      const int32_t token = u.tokens[i].token;
       if (first < 0) first = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      r.tokens.push_back(g.token);
-      on_token(g.token);
+      // The stop token ends the output without being part of it, as in generate().
+      if (u.finished && u.finish_reason == "stop" && i + 1 == u.tokens.size() && is_stop_token(token)) break;
+      r.tokens.push_back(token);
+      on_token(token);
     }
     if (u.finished) r.finish_reason = u.finish_reason == "error" ? "error: " + u.error : u.finish_reason;
   });
@@ -129,7 +140,8 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
 // layers: the engine keeps those layers' K/V in a pool bounded by the window, where
 // generate()'s one-sequence cache keeps every position.
 bool run_through_engine(const Model& model, const GenerateOptions& opts, const EngineOptions& eo) {
-  return opts.max_tokens > 0 && (eo.speculative.enabled() || model.config().num_window_kv_layers() > 0);
+  const ModelConfig& c = model.config();  // a pipeline stage's: kv_budget_window_layers covers the others
+  return opts.max_tokens > 0 && (eo.speculative.enabled() || c.num_window_kv_layers() > 0 || c.kv_budget_window_layers > 0);
 }
 
 // "1,2,3" or "1 2 3" -> ids, each checked against the vocabulary.

@@ -49,7 +49,7 @@ FEATURE_BITS = {  # (word of zen_probe_cpu_features, bit)
 CASES = [
     (dtype, rows, k, tokens)
     for dtype, k in [("Q8_0", 608), ("Q4_0", 608), ("Q5_0", 608), ("NVFP4", 608), ("Q4_K", 768), ("Q6_K", 768)]
-    for rows in (13, 45)  # a partial group; several groups
+    for rows in (13, 21, 45)  # a partial group; 3 groups (AVX-512 pairs two, the third runs alone); several
     for tokens in (1, 2, 3, 9, 70)  # decode; the few-token path; tiles of 4 plus one; over a 64-token tile
 ]
 PAGE = 4096
