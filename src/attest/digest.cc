@@ -32,16 +32,22 @@ void put_string(Sha256& h, std::string_view s) {
 
 // Hashes a mapped range in slices, dropping each slice from the resident set once read: a
 // checkpoint larger than memory streams through the page cache instead of pinning it.
-void update_streamed(Sha256& h, const MappedFile& file, const uint8_t* p, size_t n) {
+void check_cancel(const std::atomic<bool>* cancel) {
+  if (cancel != nullptr && cancel->load()) fail("weights digest cancelled");
+}
+
+void update_streamed(Sha256& h, const MappedFile& file, const uint8_t* p, size_t n,
+                     const std::atomic<bool>* cancel = nullptr) {
   constexpr size_t kSlice = size_t{64} << 20;
   for (size_t done = 0; done < n; done += kSlice) {
+    check_cancel(cancel);
     const size_t len = std::min(kSlice, n - done);
     h.update(p + done, len);
     file.drop_pages(p + done, len);
   }
 }
 
-Digest leaf_of(const TensorView& t, const MappedFile* file) {
+Digest leaf_of(const TensorView& t, const MappedFile* file, const std::atomic<bool>* cancel = nullptr) {
   Sha256 h;
   const uint8_t leaf_prefix = 0x00;
   h.update(&leaf_prefix, 1);
@@ -51,7 +57,7 @@ Digest leaf_of(const TensorView& t, const MappedFile* file) {
   put_u64(h, t.shape.size());
   for (int64_t d : t.shape) put_u64(h, static_cast<uint64_t>(d));
   put_u64(h, t.nbytes);
-  if (file) update_streamed(h, *file, t.data, t.nbytes);
+  if (file) update_streamed(h, *file, t.data, t.nbytes, cancel);
   else h.update(t.data, t.nbytes);
   return h.finish();
 }
@@ -204,7 +210,7 @@ struct Task {
   Digest* out = nullptr;
 };
 
-void run_tasks(std::vector<Task>& tasks, int threads) {
+void run_tasks(std::vector<Task>& tasks, int threads, const std::atomic<bool>* cancel) {
   // Largest first, so the last tasks to start are short and the threads finish together.
   std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.bytes > b.bytes; });
   std::atomic<size_t> next{0};
@@ -215,12 +221,13 @@ void run_tasks(std::vector<Task>& tasks, int threads) {
     for (size_t i; !failed && (i = next.fetch_add(1)) < tasks.size();) {
       Task& t = tasks[i];
       try {
+        check_cancel(cancel);
         if (t.tensor) {
-          *t.out = leaf_of(*t.tensor, t.mapping);
+          *t.out = leaf_of(*t.tensor, t.mapping, cancel);
         } else {
           MappedFile f(t.file);
           Sha256 h;
-          update_streamed(h, f, f.data(), f.size());
+          update_streamed(h, f, f.data(), f.size(), cancel);
           *t.out = h.finish();
         }
       } catch (const std::exception& e) {
@@ -283,7 +290,7 @@ WeightsDigest digest_weights(const std::string& path, const DigestOptions& optio
 
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), tasks.size()));
-  run_tasks(tasks, threads);
+  run_tasks(tasks, threads, options.cancel);
 
   std::vector<Digest> leaves;
   leaves.reserve(d.tensors.size());

@@ -19,6 +19,7 @@
 // sorted leaves is the leaf when n = 1, else node(root(first k), root(rest)) with k the
 // largest power of two below n (RFC 6962 section 2.1). Names sort by their bytes.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -67,6 +68,9 @@ struct WeightsDigest {
 struct DigestOptions {
   int threads = 0;            // 0: all cores
   bool weight_files = true;   // also the plain SHA-256 of each whole weight file
+  // Checked between tensors and every 64 MiB: once true, digest_weights stops and throws (a
+  // server shutting down must not leave a hashing thread running into libcrypto's exit).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // PATH: a Hugging Face folder (model.safetensors, or the shards its index names, else every

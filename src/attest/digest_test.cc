@@ -1,5 +1,6 @@
 // The canonical digest, its primitives and signed attestations (the Python test
 // tests/test_weights_hash.py checks the same encoding with an independent implementation).
+#include <atomic>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
@@ -219,6 +220,21 @@ TEST(AttestDigest, RootIgnoresLayoutAndFormat) {
   EXPECT_EQ(sharded.files[2].path, "config.json");
   EXPECT_EQ(sharded.files[2].role, "config");
   for (const FileDigest& f : sharded.files) EXPECT_EQ(f.sha256, sha256_file(l.sharded + "/" + f.path)) << f.path;
+}
+
+TEST(AttestDigest, ACancelledDigestStopsAndSaysSo) {
+  const Layouts l = write_layouts();
+  std::atomic<bool> cancel{true};
+  DigestOptions o{1, true};
+  o.cancel = &cancel;
+  try {
+    digest_weights(l.single, o);
+    FAIL() << "a cancelled digest finished";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weights digest cancelled"), std::string::npos) << e.what();
+  }
+  cancel = false;  // the same options, not cancelled: the usual root
+  EXPECT_EQ(digest_weights(l.single, o).root, digest_weights(l.single, {1, true}).root);
 }
 
 TEST(AttestDigest, ManifestNamesWhatChanged) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "attest/digest.h"
@@ -27,23 +28,38 @@ namespace zen::cli {
 namespace {
 
 // /v1/models reports the weights root; without --verify-weights it is computed after start by
-// one low-priority thread (a 0.5 GB model takes about half a second of one core).
-void hash_weights_in_background(const std::string& path, std::shared_ptr<server::WeightsIdentity> weights) {
-  std::thread([path, weights] {
-    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
-    try {
-      attest::DigestOptions o;
-      o.threads = 1;
-      o.weight_files = false;
-      const std::string root = attest::to_hex(attest::digest_weights(path, o).root);
-      std::lock_guard<std::mutex> lock(weights->mu);
-      weights->root = root;
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(weights->mu);
-      weights->error = e.what();
-    }
-  }).detach();
-}
+// one low-priority thread (a 0.5 GB model takes about half a second of one core). Cancelled
+// and joined when serve returns: left running, it hashed on into libcrypto's clean-up at exit
+// and crashed the process (tests/test_server.py saw it about once in ten shutdowns).
+class BackgroundWeightsHash {
+ public:
+  BackgroundWeightsHash(const std::string& path, std::shared_ptr<server::WeightsIdentity> weights)
+      : thread_([this, path, weights] {
+          setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+          try {
+            attest::DigestOptions o;
+            o.threads = 1;
+            o.weight_files = false;
+            o.cancel = &cancel_;
+            const std::string root = attest::to_hex(attest::digest_weights(path, o).root);
+            std::lock_guard<std::mutex> lock(weights->mu);
+            weights->root = root;
+          } catch (const std::exception& e) {
+            std::lock_guard<std::mutex> lock(weights->mu);
+            weights->error = e.what();
+          }
+        }) {}
+  ~BackgroundWeightsHash() {
+    cancel_ = true;
+    thread_.join();
+  }
+  BackgroundWeightsHash(const BackgroundWeightsHash&) = delete;
+  BackgroundWeightsHash& operator=(const BackgroundWeightsHash&) = delete;
+
+ private:
+  std::atomic<bool> cancel_{false};
+  std::thread thread_;  // declared last: started once cancel_ exists
+};
 
 }  // namespace
 
@@ -158,7 +174,8 @@ int serve_command(int argc, char** argv) {
   server::Server server(engine, tok, so);
   server.bind();
   engine.start();
-  if (!weights->verified) hash_weights_in_background(path, weights);
+  std::optional<BackgroundWeightsHash> hashing;
+  if (!weights->verified) hashing.emplace(path, weights);
   // Joined before engine and server go out of scope: detached, it could still be inside
   // server.stop() when run() returned and main destroyed the server (a crash at exit).
   std::atomic<bool> run_ended{false};
