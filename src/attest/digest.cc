@@ -30,11 +30,12 @@ void put_string(Sha256& h, std::string_view s) {
   h.update(s);
 }
 
-// Hashes a mapped range in slices, dropping each slice from the resident set once read: a
-// checkpoint larger than memory streams through the page cache instead of pinning it.
 void check_cancel(const std::atomic<bool>* cancel) {
   if (cancel != nullptr && cancel->load()) fail("weights digest cancelled");
 }
+
+// Hashes a mapped range in slices, dropping each slice from the resident set once read: a
+// checkpoint larger than memory streams through the page cache instead of pinning it.
 
 void update_streamed(Sha256& h, const MappedFile& file, const uint8_t* p, size_t n,
                      const std::atomic<bool>* cancel = nullptr) {

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <functional>
@@ -100,11 +99,6 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
   params.sampling = opts.sampling;
   // The tokenizer's end-of-turn tokens stop it too, as they stop generate() and the server.
   if (!opts.ignore_eos && model.tokenizer() != nullptr) params.stop_token_ids = model.tokenizer()->stop_ids();
-  const auto& eos = model.config().eos_token_ids;
-  auto is_stop_token = [&](int32_t t) {
-    return std::find(eos.begin(), eos.end(), t) != eos.end() ||
-           std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), t) != params.stop_token_ids.end();
-  };
   GenerateResult r;
   r.prompt_tokens = static_cast<int64_t>(ids.size());
   const auto start = std::chrono::steady_clock::now();
@@ -114,7 +108,7 @@ GenerateResult generate_with_engine(Model& model, const std::vector<int32_t>& id
       const int32_t token = u.tokens[i].token;
       if (first < 0) first = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       // The stop token ends the output without being part of it, as in generate().
-      if (u.finished && u.finish_reason == "stop" && i + 1 == u.tokens.size() && is_stop_token(token)) break;
+      if (u.finished && u.finish_reason == "stop" && i + 1 == u.tokens.size() && is_stop_token(model, token)) break;
       r.tokens.push_back(token);
       on_token(token);
     }

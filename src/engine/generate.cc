@@ -16,16 +16,6 @@ double now_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-bool is_stop(const Model& model, int32_t id) {
-  const auto& eos = model.config().eos_token_ids;
-  if (std::find(eos.begin(), eos.end(), id) != eos.end()) return true;
-  if (const Tokenizer* tok = model.tokenizer()) {
-    const auto& stops = tok->stop_ids();
-    return std::find(stops.begin(), stops.end(), id) != stops.end();
-  }
-  return false;
-}
-
 // Minimal .npy (v1.0) writer for a 2-D little-endian f32 array, written row block by block.
 class NpyWriter {
  public:
@@ -53,6 +43,16 @@ class NpyWriter {
 };
 
 }  // namespace
+
+bool is_stop_token(const Model& model, int32_t id) {
+  const auto& eos = model.config().eos_token_ids;
+  if (std::find(eos.begin(), eos.end(), id) != eos.end()) return true;
+  if (const Tokenizer* tok = model.tokenizer()) {
+    const auto& stops = tok->stop_ids();
+    return std::find(stops.begin(), stops.end(), id) != stops.end();
+  }
+  return false;
+}
 
 GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opts,
                         const std::function<bool(int32_t)>& on_token) {
@@ -85,7 +85,7 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt, const Gen
                     sampler.argmax_of_raw_logits());
     const int32_t next = sampler.sample(logits.data(), cfg.vocab_size);
     sampler.accept(next);
-    if (!opts.ignore_eos && is_stop(model, next)) {
+    if (!opts.ignore_eos && is_stop_token(model, next)) {
       result.finish_reason = "stop";
       break;
     }

@@ -32,6 +32,9 @@ struct GenerateResult {
 };
 
 // Calls on_token(id) for each generated token; returning false stops generation early.
+// Whether id ends generation: one of the model's EOS ids or the tokenizer's stop ids.
+bool is_stop_token(const Model& model, int32_t id);
+
 GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opts,
                         const std::function<bool(int32_t)>& on_token = {});
 
