@@ -59,9 +59,10 @@ struct DraftKv {
 };
 
 // The target's sliding-window layers, kept apart from its other KV layers in a pool bounded
-// by the window (WindowBlocks), when it has both kinds (the other ranks of a split model
-// mirror both pools from each step's message; a pipeline stage's config counts each group's
-// most layers over the stages, and the widest window).
+// by the window (WindowBlocks), when it has any (the other ranks of a split model mirror both
+// pools from each step's message; a pipeline stage's config counts each group's most layers
+// over the stages, and the widest window). When every KV layer slides, the main pool keeps no
+// K/V: its blocks are only the ids of block tables and of the prefix cache.
 struct TargetWindowKv {
   ModelConfig main;           // the config the main pool is built from
   ModelConfig layers;         // the sliding layers alone (when kept apart)
@@ -74,8 +75,7 @@ TargetWindowKv target_window_kv(const Model& model, const EngineOptions& o) {
   const ModelConfig& cfg = model.config();
   TargetWindowKv w{.main = cfg};
   const int64_t windowed = std::max(cfg.num_window_kv_layers(), cfg.kv_budget_window_layers);
-  const int64_t others = std::max(cfg.num_kv_layers() - cfg.num_window_kv_layers(), cfg.kv_budget_other_layers);
-  if (windowed == 0 || others == 0) return w;
+  if (windowed == 0) return w;
   w.main = cfg.kv_group_config(false);
   w.layers = cfg.kv_group_config(true);
   w.window = cfg.max_attention_window();
@@ -86,10 +86,11 @@ TargetWindowKv target_window_kv(const Model& model, const EngineOptions& o) {
 
 // KV blocks N of the target's main pool. A proposer's KV takes its share of the same budget
 // per target block, and window pools (the drafter's, the target's sliding layers) take
-// min(their blocks, N) blocks each: the largest N that fits.
+// min(their blocks, N) blocks each: the largest N that fits. A main pool that keeps no K/V
+// (every layer slides, or none keeps K/V) holds block ids only, about 100 bytes of
+// bookkeeping each: as many as max_num_seqs sequences fill at the context window.
 int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, DraftKv draft = {}, const TargetWindowKv& target = {}) {
   const auto block_bytes = static_cast<int64_t>(KvPool::bytes_per_token(cfg, o.kv_dtype) + draft.per_token) * o.block_size;
-  if (block_bytes == 0) return 1;  // no attention layer keeps KV
   const int64_t budget = kv_budget(o);
   const std::pair<int64_t, int64_t> windows[] = {  // (blocks, bytes a block)
       {draft.window.blocks, static_cast<int64_t>(draft.window.bytes_per_token) * o.block_size},
@@ -99,7 +100,8 @@ int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, DraftKv draft 
     for (const auto& [blocks, block] : windows) total += std::min(blocks, n) * block;
     return total;
   };
-  int64_t lo = 0, hi = budget / block_bytes;  // bytes(lo) fits; the answer is at most hi
+  const int64_t ids = o.max_num_seqs * ((o.context_window + o.block_size - 1) / o.block_size);
+  int64_t lo = 0, hi = block_bytes > 0 ? budget / block_bytes : ids;  // bytes(lo) fits; the answer is at most hi
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
     if (bytes(mid) <= budget) lo = mid;
@@ -337,7 +339,7 @@ Engine::Engine(Model& model, const EngineOptions& options) : model_(model), opti
   }
   impl_ = std::make_unique<Impl>(model, options_, std::move(proposer), draft_kv, target_window_kv(model, options_));
   const int64_t longest = impl_->blocks.num_blocks() * options_.block_size;
-  if (impl_->kv.bytes_per_token() > 0 && options_.context_window > longest) options_.context_window = longest;
+  if (options_.context_window > longest) options_.context_window = longest;
   impl_->stats.kv_blocks_total = impl_->blocks.num_blocks();
   impl_->stats.kv_block_size = options_.block_size;
 }
@@ -353,8 +355,13 @@ std::string Engine::describe() const {
                      static_cast<double>(int64_t{1} << 30);
   s.setf(std::ios::fixed);
   s.precision(2);
-  s << "KV cache: " << kv_capacity_tokens() << " tokens (" << impl_->kv.num_blocks() << " blocks of "
-    << options_.block_size << ", " << kv_dtype_name(impl_->kv.dtype()) << ", " << gib << " GiB)\n"
+  if (KvPool::bytes_per_token(impl_->target_window.main, impl_->kv.dtype()) == 0)  // block ids only (any stage's)
+    s << "KV cache: no layer keeps every position; block tables for " << kv_capacity_tokens() << " tokens ("
+      << impl_->kv.num_blocks() << " blocks of " << options_.block_size << ")\n";
+  else
+    s << "KV cache: " << kv_capacity_tokens() << " tokens (" << impl_->kv.num_blocks() << " blocks of "
+      << options_.block_size << ", " << kv_dtype_name(impl_->kv.dtype()) << ", " << gib << " GiB)\n";
+  s
     << "Maximum concurrency for " << context_window() << " tokens per request: "
     << static_cast<double>(kv_capacity_tokens()) / static_cast<double>(context_window()) << "x\n";
   if (impl_->window_kv) {

@@ -4,7 +4,11 @@
 // keeps every position. Prompts are longer than the window, so the window is exercised.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
@@ -113,6 +117,122 @@ TEST_F(EngineSliding, WarmPrefixNeedsItsWindowHeld) {
     EXPECT_EQ(recycled[0].details[i].logprob, cold[0].details[i].logprob);
   }
   EXPECT_EQ(cold[0].tokens, reference(prompt, 6));
+}
+
+// The same weights with every layer sliding (config.json's layer_types rewritten in a
+// temporary folder): the main pool keeps no K/V at all, only block ids, and the whole cache
+// is the window pool, whatever the context length.
+class EngineAllSliding : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    namespace fs = std::filesystem;
+    const fs::path from = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models/qwen3_sliding";
+    dir_ = fs::temp_directory_path() / ("zen_all_sliding_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    std::ifstream in(from / "config.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string config = text.str();
+    const std::string full = "\"full_attention\"";
+    config.replace(config.find(full), full.size(), "\"sliding_attention\"");
+    std::ofstream(dir_ / "config.json") << config;
+    fs::copy_file(from / "model.safetensors", dir_ / "model.safetensors");
+    model_ = Model::load(dir_.string(), {.n_threads = 2, .load_tokenizer = false}).release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+    std::filesystem::remove_all(dir_);
+  }
+  static int32_t vocab() { return static_cast<int32_t>(model_->config().vocab_size); }
+  static std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int64_t max_tokens) {
+    GenerateOptions g;
+    g.max_tokens = max_tokens;
+    g.ignore_eos = true;
+    return generate(*model_, prompt, g).tokens;
+  }
+  // One window-pool block of all three layers.
+  static int64_t window_block() {
+    return static_cast<int64_t>(KvPool::bytes_per_token(model_->config(), KvDType::F32)) * 16;
+  }
+  static std::filesystem::path dir_;
+  static Model* model_;
+};
+std::filesystem::path EngineAllSliding::dir_;
+Model* EngineAllSliding::model_ = nullptr;
+
+TEST_F(EngineAllSliding, EveryLayerKeepsOnlyItsWindow) {
+  ASSERT_EQ(model_->config().num_window_kv_layers(), 3);
+  EngineOptions o;
+  o.max_num_seqs = 4;
+  o.max_num_batched_tokens = 32;
+  const int64_t blocks = WindowBlocks::blocks_needed(7, 16, 4, 32);
+  o.kv_memory_bytes = blocks * window_block();  // the window pool and nothing else
+  Engine engine(*model_, o);
+  const std::string d = engine.describe();
+  EXPECT_NE(d.find("KV cache: no layer keeps every position; block tables for " +
+                   std::to_string(4 * 256) + " tokens"),
+            std::string::npos)
+      << d;
+  EXPECT_NE(d.find("Sliding-window layers: 3 of 3 KV layers keep their last 7 positions apart, " +
+                   std::to_string(blocks) + " blocks"),
+            std::string::npos)
+      << d;
+  // The whole context, though the budget holds the K/V of fewer than 256 positions.
+  EXPECT_LT(o.kv_memory_bytes / (window_block() / 16), 256);
+  EXPECT_EQ(engine.context_window(), 256);
+  const auto prompts = random_prompts(4, 150, 200, vocab(), 75);
+  const auto got = run_all(engine, prompts, greedy(50));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, reference(prompts[i], 50)) << "prompt " << i;
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineAllSliding, ConcurrentGreedyEqualsGenerationAlone) {
+  const auto prompts = random_prompts(16, 8, 120, vocab(), 76);
+  EngineOptions o;
+  o.kv_memory_bytes = int64_t{8} << 20;
+  o.max_num_seqs = 16;
+  o.max_num_batched_tokens = 64;
+  Engine engine(*model_, o);
+  const auto got = run_all(engine, prompts, greedy(40));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, reference(prompts[i], 40)) << "prompt " << i;
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+// A warm prefix serves from the window pool alone while its window's rows are held.
+TEST_F(EngineAllSliding, AWarmPrefixGivesWhatAColdRunGives) {
+  const auto prompt = random_prompts(1, 100, 100, vocab(), 78)[0];
+  RequestParams params = greedy(6);
+  params.top_logprobs = 5;
+  EngineOptions o;
+  o.kv_memory_bytes = int64_t{8} << 20;
+  o.max_num_seqs = 2;
+  o.max_num_batched_tokens = 32;
+  Engine engine(*model_, o);
+  const auto cold = run_all(engine, {prompt}, params);
+  const auto warm = run_all(engine, {prompt}, params);
+  EXPECT_EQ(cold[0].cached_prompt_tokens, 0);
+  EXPECT_EQ(warm[0].cached_prompt_tokens, 96);
+  ASSERT_EQ(warm[0].details.size(), cold[0].details.size());
+  for (size_t i = 0; i < cold[0].details.size(); ++i) {
+    EXPECT_EQ(warm[0].details[i].token, cold[0].details[i].token);
+    EXPECT_EQ(warm[0].details[i].logprob, cold[0].details[i].logprob);
+  }
+  EXPECT_EQ(cold[0].tokens, reference(prompt, 6));
+}
+
+TEST_F(EngineAllSliding, ABudgetShortOfTheWindowPoolCutsTheBlockIdsAndPreempts) {
+  const auto prompts = random_prompts(8, 20, 60, vocab(), 77);
+  EngineOptions o;
+  o.max_num_seqs = 8;
+  o.max_num_batched_tokens = 32;
+  o.kv_memory_bytes = 10 * window_block();  // far short of the 8 sequences' window pool
+  Engine engine(*model_, o);
+  EXPECT_EQ(engine.kv_capacity_tokens(), 10 * 16);
+  const auto got = run_all(engine, prompts, greedy(40));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, reference(prompts[i], 40)) << "prompt " << i;
+  EXPECT_GT(engine.stats().preemptions, 0);
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
 }
 
 }  // namespace
