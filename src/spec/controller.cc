@@ -89,11 +89,14 @@ std::string StepCostModel::describe() const {
 
 void Acceptance::update(int32_t drafted, int32_t accepted_count, double forget) {
   // Positions 0..accepted-1 were accepted; position `accepted` (if drafted) was rejected;
-  // later ones were never tried.
+  // later ones were never tried. Their counts fade too: evidence ages with the request's
+  // verifications, not with its verifications that reached that depth, or one early rejection
+  // at a depth the request then stops drafting to would hold the estimate there down for good
+  // (seen: an edit drafting 1 token at a time, every one accepted, for 170 steps).
   const int32_t seen = std::min(std::min(accepted_count + 1, drafted), kMaxDraftTokens);
-  for (int32_t i = 0; i < seen; ++i) {
+  for (int32_t i = 0; i < kMaxDraftTokens; ++i) {
     const auto u = static_cast<size_t>(i);
-    verified[u] = static_cast<float>(forget * verified[u] + 1.0);
+    verified[u] = static_cast<float>(forget * verified[u] + (i < seen ? 1.0 : 0.0));
     accepted[u] = static_cast<float>(forget * accepted[u] + (i < accepted_count ? 1.0 : 0.0));
   }
 }

@@ -430,5 +430,22 @@ TEST(Acceptance, FadingCountsShrunkTowardsThePositionAbove) {
   EXPECT_LT(r[0], 0.12);  // the old success has faded: about 10 verifications count
 }
 
+// Evidence ages with the request's verifications, also at depths they no longer reach: one
+// rejection at depth 1, then 1-token drafts only, every one accepted (in a server, an edit
+// request drafted so for 170 steps: the old rejection held its depth-1 rate at 0.65, and
+// drafting deeper never looked worth it). Its depth-1 rate returns to the position above's.
+TEST(Acceptance, AnOldRejectionAtADepthNoLongerDraftedFades) {
+  Acceptance a;
+  std::vector<double> r(3);
+  a.update(3, 1, 0.9);  // accepted at 0, rejected at 1
+  a.rates(0.95, r);
+  EXPECT_LT(r[1], 0.7);
+  for (int i = 0; i < 30; ++i) a.update(1, 1, 0.9);
+  a.rates(0.95, r);
+  EXPECT_GT(r[0], 0.97);
+  EXPECT_GT(r[1], 0.9);  // 0.9^30 of a count left against it
+  EXPECT_EQ(r[2], r[1]);
+}
+
 }  // namespace
 }  // namespace zen::spec
