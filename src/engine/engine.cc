@@ -86,9 +86,13 @@ TargetWindowKv target_window_kv(const Model& model, const EngineOptions& o) {
 
 // KV blocks N of the target's main pool. A proposer's KV takes its share of the same budget
 // per target block, and window pools (the drafter's, the target's sliding layers) take
-// min(their blocks, N) blocks each: the largest N that fits. A main pool that keeps no K/V
-// (every layer slides, or none keeps K/V) holds block ids only, about 100 bytes of
-// bookkeeping each: as many as max_num_seqs sequences fill at the context window.
+// min(their blocks, N) blocks each: the largest N that fits. A main pool whose blocks cost
+// nothing (every layer slides or none keeps K/V, and no proposer keeps KV per token) holds
+// block ids only: as many as max_num_seqs sequences fill at the context window, and no more
+// than the budget holds at kBlockIdBytes each (what an id's bookkeeping takes at most: block
+// table entry, reference count, free-list node, prefix-cache tokens and hash entry).
+constexpr int64_t kBlockIdBytes = 256;
+
 int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, DraftKv draft = {}, const TargetWindowKv& target = {}) {
   const auto block_bytes = static_cast<int64_t>(KvPool::bytes_per_token(cfg, o.kv_dtype) + draft.per_token) * o.block_size;
   const int64_t budget = kv_budget(o);
@@ -100,8 +104,10 @@ int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, DraftKv draft 
     for (const auto& [blocks, block] : windows) total += std::min(blocks, n) * block;
     return total;
   };
-  const int64_t ids = o.max_num_seqs * ((o.context_window + o.block_size - 1) / o.block_size);
-  int64_t lo = 0, hi = block_bytes > 0 ? budget / block_bytes : ids;  // bytes(lo) fits; the answer is at most hi
+  const int64_t ids = std::min(o.max_num_seqs * ((o.context_window + o.block_size - 1) / o.block_size),
+                               budget / kBlockIdBytes);
+  // bytes(lo) fits; the answer is at most hi (block ids are int32)
+  int64_t lo = 0, hi = std::min<int64_t>(block_bytes > 0 ? budget / block_bytes : ids, std::numeric_limits<int32_t>::max());
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
     if (bytes(mid) <= budget) lo = mid;
@@ -317,7 +323,8 @@ struct Engine::Impl {
 
 Engine::Engine(Model& model, const EngineOptions& options) : model_(model), options_(options) {
   options_.validate();
-  if (options_.context_window <= 0) options_.context_window = model.config().max_position_embeddings;
+  if (options_.context_window <= 0)  // the model's own length, within what a request may hold
+    options_.context_window = std::min(model.config().max_position_embeddings, EngineOptions::kMaxContextWindow);
   if (options_.context_window <= 0) fail("the model states no context length; pass --context-window");
   // Hybrids keep a live recurrent state per running sequence (150 MB for Zen6): all of them
   // must fit before any is allocated.
@@ -356,8 +363,9 @@ std::string Engine::describe() const {
   s.setf(std::ios::fixed);
   s.precision(2);
   if (KvPool::bytes_per_token(impl_->target_window.main, impl_->kv.dtype()) == 0)  // block ids only (any stage's)
-    s << "KV cache: no layer keeps every position; block tables for " << kv_capacity_tokens() << " tokens ("
-      << impl_->kv.num_blocks() << " blocks of " << options_.block_size << ")\n";
+    s << "KV cache: " << (impl_->window_kv ? "no layer keeps every position" : "no layer keeps K/V")
+      << "; block tables for " << kv_capacity_tokens() << " tokens (" << impl_->kv.num_blocks() << " blocks of "
+      << options_.block_size << ")\n";
   else
     s << "KV cache: " << kv_capacity_tokens() << " tokens (" << impl_->kv.num_blocks() << " blocks of "
       << options_.block_size << ", " << kv_dtype_name(impl_->kv.dtype()) << ", " << gib << " GiB)\n";
@@ -469,6 +477,12 @@ void Engine::abort(uint64_t id) {
 
 void Engine::use_proposer(std::unique_ptr<spec::Proposer> proposer, const spec::ControllerOptions& control) {
   std::lock_guard step_lock(impl_->step_mu);
+  // A pool of block ids only (its count bounded by their bookkeeping, not by KV bytes) would
+  // give a proposer that keeps KV per token room for far more tokens than the budget holds.
+  if (proposer && proposer->kv_bytes_per_token() > 0 &&
+      KvPool::bytes_per_token(impl_->target_window.main, options_.kv_dtype) == 0)
+    fail("a proposer that keeps KV per token must be configured when the engine is built (--speculative-config), "
+         "not added to one whose main pool keeps no K/V");
   if (impl_->states) {  // room for the states after each draft (nothing runs yet)
     impl_->states = make_states(impl_->cfg, options_, proposer ? control.num_speculative_tokens : 0);
     impl_->scheduler.set_states(impl_->states.get());

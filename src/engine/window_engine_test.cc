@@ -128,6 +128,7 @@ class EngineAllSliding : public ::testing::Test {
     namespace fs = std::filesystem;
     const fs::path from = fs::path(ZEN_SOURCE_DIR) / "tests/fixtures/models/qwen3_sliding";
     dir_ = fs::temp_directory_path() / ("zen_all_sliding_" + std::to_string(getpid()));
+    fs::remove_all(dir_);  // a crashed run's, under a reused pid
     fs::create_directories(dir_);
     std::ifstream in(from / "config.json");
     std::stringstream text;
@@ -155,6 +156,15 @@ class EngineAllSliding : public ::testing::Test {
   static int64_t window_block() {
     return static_cast<int64_t>(KvPool::bytes_per_token(model_->config(), KvDType::F32)) * 16;
   }
+  // The engine keeps the K/V in the window pool alone, `window_blocks` blocks of it.
+  static void expect_window_only(const Engine& engine, int64_t window_blocks) {
+    const std::string d = engine.describe();
+    EXPECT_NE(d.find("KV cache: no layer keeps every position; block tables for "), std::string::npos) << d;
+    EXPECT_NE(d.find("Sliding-window layers: 3 of 3 KV layers keep their last 7 positions apart, " +
+                     std::to_string(window_blocks) + " blocks"),
+              std::string::npos)
+        << d;
+  }
   static std::filesystem::path dir_;
   static Model* model_;
 };
@@ -169,15 +179,8 @@ TEST_F(EngineAllSliding, EveryLayerKeepsOnlyItsWindow) {
   const int64_t blocks = WindowBlocks::blocks_needed(7, 16, 4, 32);
   o.kv_memory_bytes = blocks * window_block();  // the window pool and nothing else
   Engine engine(*model_, o);
-  const std::string d = engine.describe();
-  EXPECT_NE(d.find("KV cache: no layer keeps every position; block tables for " +
-                   std::to_string(4 * 256) + " tokens"),
-            std::string::npos)
-      << d;
-  EXPECT_NE(d.find("Sliding-window layers: 3 of 3 KV layers keep their last 7 positions apart, " +
-                   std::to_string(blocks) + " blocks"),
-            std::string::npos)
-      << d;
+  expect_window_only(engine, blocks);
+  EXPECT_EQ(engine.kv_capacity_tokens(), 4 * 256);  // ids for 4 sequences at the context window
   // The whole context, though the budget holds the K/V of fewer than 256 positions.
   EXPECT_LT(o.kv_memory_bytes / (window_block() / 16), 256);
   EXPECT_EQ(engine.context_window(), 256);
@@ -187,6 +190,18 @@ TEST_F(EngineAllSliding, EveryLayerKeepsOnlyItsWindow) {
   EXPECT_EQ(engine.stats().kv_blocks_used, 0);
 }
 
+// Block ids cost only bookkeeping, but that too is bounded by the budget: the longest
+// context a request may ask for, for the most sequences, does not make a billion of them.
+TEST_F(EngineAllSliding, TheBlockIdsAreBoundedByTheBudgetWhateverTheContext) {
+  EngineOptions o;
+  o.kv_memory_bytes = int64_t{8} << 20;
+  o.max_num_seqs = EngineOptions::kMaxNumSeqs;
+  o.context_window = EngineOptions::kMaxContextWindow;  // 2^30 block ids at 16 tokens a block
+  Engine engine(*model_, o);
+  EXPECT_LE(engine.kv_capacity_tokens() / 16 * 256, o.kv_memory_bytes);
+  EXPECT_GT(engine.kv_capacity_tokens(), 0);
+}
+
 TEST_F(EngineAllSliding, ConcurrentGreedyEqualsGenerationAlone) {
   const auto prompts = random_prompts(16, 8, 120, vocab(), 76);
   EngineOptions o;
@@ -194,6 +209,7 @@ TEST_F(EngineAllSliding, ConcurrentGreedyEqualsGenerationAlone) {
   o.max_num_seqs = 16;
   o.max_num_batched_tokens = 64;
   Engine engine(*model_, o);
+  expect_window_only(engine, WindowBlocks::blocks_needed(7, 16, 16, 64));
   const auto got = run_all(engine, prompts, greedy(40));
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, reference(prompts[i], 40)) << "prompt " << i;
   EXPECT_EQ(engine.stats().kv_blocks_used, 0);
@@ -209,6 +225,7 @@ TEST_F(EngineAllSliding, AWarmPrefixGivesWhatAColdRunGives) {
   o.max_num_seqs = 2;
   o.max_num_batched_tokens = 32;
   Engine engine(*model_, o);
+  expect_window_only(engine, WindowBlocks::blocks_needed(7, 16, 2, 32));
   const auto cold = run_all(engine, {prompt}, params);
   const auto warm = run_all(engine, {prompt}, params);
   EXPECT_EQ(cold[0].cached_prompt_tokens, 0);
@@ -228,7 +245,9 @@ TEST_F(EngineAllSliding, ABudgetShortOfTheWindowPoolCutsTheBlockIdsAndPreempts) 
   o.max_num_batched_tokens = 32;
   o.kv_memory_bytes = 10 * window_block();  // far short of the 8 sequences' window pool
   Engine engine(*model_, o);
+  expect_window_only(engine, 10);  // and 10 block ids: no more tokens than the pool holds
   EXPECT_EQ(engine.kv_capacity_tokens(), 10 * 16);
+  EXPECT_EQ(engine.context_window(), 10 * 16);
   const auto got = run_all(engine, prompts, greedy(40));
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, reference(prompts[i], 40)) << "prompt " << i;
   EXPECT_GT(engine.stats().preemptions, 0);

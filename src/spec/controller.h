@@ -60,9 +60,9 @@ struct ControllerOptions {
 };
 
 // Per-position acceptance: a_i = (accepted_i + m x prior_i) / (verified_i + m), from counts
-// that fade by `forget` at every verification, at every position whether the draft reached it
-// or not (so a request's change of pace is followed, and an old rejection at a depth it no
-// longer drafts to does not hold it back for good), with kPseudoCount = m. A request's prior at position 0 is what all requests show
+// that fade by `forget` at every verification, at every position, reached or not (so a
+// request's change of pace is followed, and an old rejection at a depth it no longer drafts
+// to does not hold it back for good), with kPseudoCount = m. A request's prior at position 0 is what all requests show
 // there; deeper, its own estimate one position up: a draft that held to depth i tends to hold
 // further (a copy), so unexplored depth is extrapolated rather than assumed to fail, and a
 // position seen a few times counts for little against it, so a short lucky streak is not
