@@ -20,6 +20,26 @@ namespace {
 
 using namespace zen::test;
 
+// What one sequence generates alone, through a cache that keeps every position.
+std::vector<int32_t> generate_alone(Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  GenerateOptions g;
+  g.max_tokens = max_tokens;
+  g.ignore_eos = true;
+  return generate(model, prompt, g).tokens;
+}
+
+// Same tokens, log-probabilities and top log-probabilities, bit for bit.
+void expect_same_details(const Outcome& got, const Outcome& want) {
+  ASSERT_EQ(got.details.size(), want.details.size());
+  for (size_t i = 0; i < want.details.size(); ++i) {
+    EXPECT_EQ(got.details[i].token, want.details[i].token) << "token " << i;
+    EXPECT_EQ(got.details[i].logprob, want.details[i].logprob) << "token " << i;
+    ASSERT_EQ(got.details[i].top.size(), want.details[i].top.size());
+    for (size_t k = 0; k < want.details[i].top.size(); ++k)
+      EXPECT_EQ(got.details[i].top[k].logprob, want.details[i].top[k].logprob) << "token " << i;
+  }
+}
+
 class EngineSliding : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -32,12 +52,8 @@ class EngineSliding : public ::testing::Test {
     model_ = nullptr;
   }
   static int32_t vocab() { return static_cast<int32_t>(model_->config().vocab_size); }
-  // What one sequence generates alone, through a cache that keeps every position.
   static std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int64_t max_tokens) {
-    GenerateOptions g;
-    g.max_tokens = max_tokens;
-    g.ignore_eos = true;
-    return generate(*model_, prompt, g).tokens;
+    return generate_alone(*model_, prompt, max_tokens);
   }
   static EngineOptions options(int64_t max_seqs = 16, int64_t batched_tokens = 64) {
     EngineOptions o;
@@ -101,21 +117,12 @@ TEST_F(EngineSliding, WarmPrefixNeedsItsWindowHeld) {
   const auto warm = run_all(engine, {prompt}, params);
   EXPECT_EQ(cold[0].cached_prompt_tokens, 0);
   EXPECT_EQ(warm[0].cached_prompt_tokens, 96);
-  ASSERT_EQ(warm[0].details.size(), cold[0].details.size());
-  for (size_t i = 0; i < cold[0].details.size(); ++i) {
-    EXPECT_EQ(warm[0].details[i].token, cold[0].details[i].token);
-    EXPECT_EQ(warm[0].details[i].logprob, cold[0].details[i].logprob);
-    for (size_t k = 0; k < cold[0].details[i].top.size(); ++k)
-      EXPECT_EQ(warm[0].details[i].top[k].logprob, cold[0].details[i].top[k].logprob);
-  }
+  expect_same_details(warm[0], cold[0]);
   // Other long prompts pass through the window pool and recycle every block of it.
   run_all(engine, random_prompts(4, 150, 180, vocab(), 74), greedy(4));
   const auto recycled = run_all(engine, {prompt}, params);
   EXPECT_LT(recycled[0].cached_prompt_tokens, 96);
-  for (size_t i = 0; i < cold[0].details.size(); ++i) {
-    EXPECT_EQ(recycled[0].details[i].token, cold[0].details[i].token);
-    EXPECT_EQ(recycled[0].details[i].logprob, cold[0].details[i].logprob);
-  }
+  expect_same_details(recycled[0], cold[0]);
   EXPECT_EQ(cold[0].tokens, reference(prompt, 6));
 }
 
@@ -147,10 +154,7 @@ class EngineAllSliding : public ::testing::Test {
   }
   static int32_t vocab() { return static_cast<int32_t>(model_->config().vocab_size); }
   static std::vector<int32_t> reference(const std::vector<int32_t>& prompt, int64_t max_tokens) {
-    GenerateOptions g;
-    g.max_tokens = max_tokens;
-    g.ignore_eos = true;
-    return generate(*model_, prompt, g).tokens;
+    return generate_alone(*model_, prompt, max_tokens);
   }
   // One window-pool block of all three layers.
   static int64_t window_block() {
@@ -230,11 +234,7 @@ TEST_F(EngineAllSliding, AWarmPrefixGivesWhatAColdRunGives) {
   const auto warm = run_all(engine, {prompt}, params);
   EXPECT_EQ(cold[0].cached_prompt_tokens, 0);
   EXPECT_EQ(warm[0].cached_prompt_tokens, 96);
-  ASSERT_EQ(warm[0].details.size(), cold[0].details.size());
-  for (size_t i = 0; i < cold[0].details.size(); ++i) {
-    EXPECT_EQ(warm[0].details[i].token, cold[0].details[i].token);
-    EXPECT_EQ(warm[0].details[i].logprob, cold[0].details[i].logprob);
-  }
+  expect_same_details(warm[0], cold[0]);
   EXPECT_EQ(cold[0].tokens, reference(prompt, 6));
 }
 
