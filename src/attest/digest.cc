@@ -36,7 +36,6 @@ void check_cancel(const std::atomic<bool>* cancel) {
 
 // Hashes a mapped range in slices, dropping each slice from the resident set once read: a
 // checkpoint larger than memory streams through the page cache instead of pinning it.
-
 void update_streamed(Sha256& h, const MappedFile& file, const uint8_t* p, size_t n,
                      const std::atomic<bool>* cancel = nullptr) {
   constexpr size_t kSlice = size_t{64} << 20;

@@ -89,9 +89,8 @@ TargetWindowKv target_window_kv(const Model& model, const EngineOptions& o) {
 // min(their blocks, N) blocks each: the largest N that fits. A main pool whose blocks cost
 // nothing (every layer slides or none keeps K/V, and no proposer keeps KV per token) holds
 // block ids only: as many as max_num_seqs sequences fill at the context window, and no more
-// than the budget holds at kBlockIdBytes each (what an id's bookkeeping takes at most: block
-// table entry, reference count, free-list node, prefix-cache tokens and hash entry).
-constexpr int64_t kBlockIdBytes = 256;
+// than the budget holds at Engine::kBlockIdBytes each (what an id's bookkeeping takes at
+// most: block table entry, reference count, free-list node, prefix-cache tokens and hash).
 
 int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, DraftKv draft = {}, const TargetWindowKv& target = {}) {
   const auto block_bytes = static_cast<int64_t>(KvPool::bytes_per_token(cfg, o.kv_dtype) + draft.per_token) * o.block_size;
@@ -105,7 +104,7 @@ int64_t kv_blocks(const ModelConfig& cfg, const EngineOptions& o, DraftKv draft 
     return total;
   };
   const int64_t ids = std::min(o.max_num_seqs * ((o.context_window + o.block_size - 1) / o.block_size),
-                               budget / kBlockIdBytes);
+                               budget / Engine::kBlockIdBytes);
   // bytes(lo) fits; the answer is at most hi (block ids are int32)
   int64_t lo = 0, hi = std::min<int64_t>(block_bytes > 0 ? budget / block_bytes : ids, std::numeric_limits<int32_t>::max());
   while (lo < hi) {
@@ -282,6 +281,8 @@ struct Engine::Impl {
     }
   }
 
+  // Whether the main pool keeps K/V (on any pipeline stage), or holds block ids only.
+  bool main_pool_keeps_kv() const { return KvPool::bytes_per_token(target_window.main, kv.dtype()) > 0; }
   // Drafts for the running decodes, as many as the controller finds worth verifying.
   void draft(const EngineOptions& o, int64_t context_window);
   // Records a verification for the counters, the controller and the trace.
@@ -362,7 +363,7 @@ std::string Engine::describe() const {
                      static_cast<double>(int64_t{1} << 30);
   s.setf(std::ios::fixed);
   s.precision(2);
-  if (KvPool::bytes_per_token(impl_->target_window.main, impl_->kv.dtype()) == 0)  // block ids only (any stage's)
+  if (!impl_->main_pool_keeps_kv())
     s << "KV cache: " << (impl_->window_kv ? "no layer keeps every position" : "no layer keeps K/V")
       << "; block tables for " << kv_capacity_tokens() << " tokens (" << impl_->kv.num_blocks() << " blocks of "
       << options_.block_size << ")\n";
@@ -479,8 +480,7 @@ void Engine::use_proposer(std::unique_ptr<spec::Proposer> proposer, const spec::
   std::lock_guard step_lock(impl_->step_mu);
   // A pool of block ids only (its count bounded by their bookkeeping, not by KV bytes) would
   // give a proposer that keeps KV per token room for far more tokens than the budget holds.
-  if (proposer && proposer->kv_bytes_per_token() > 0 &&
-      KvPool::bytes_per_token(impl_->target_window.main, options_.kv_dtype) == 0)
+  if (proposer && proposer->kv_bytes_per_token() > 0 && !impl_->main_pool_keeps_kv())
     fail("a proposer that keeps KV per token must be configured when the engine is built (--speculative-config), "
          "not added to one whose main pool keeps no K/V");
   if (impl_->states) {  // room for the states after each draft (nothing runs yet)

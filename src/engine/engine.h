@@ -164,6 +164,9 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   int64_t context_window() const;
   int64_t kv_capacity_tokens() const;  // blocks x block size
+  // A main pool that keeps no K/V (every layer slides, or none keeps K/V) holds block ids
+  // only, at most as many as the KV budget holds at this many bytes of bookkeeping each.
+  static constexpr int64_t kBlockIdBytes = 256;
   // The start-up summary vLLM users expect: KV cache size in tokens and bytes, and the
   // maximum concurrency at the full context window (plus recurrent-state memory for hybrids).
   std::string describe() const;

@@ -10,10 +10,12 @@
 #include <string>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "engine/generate.h"
 #include "engine/window_blocks.h"
+#include "spec/proposer.h"
 
 namespace zen {
 namespace {
@@ -26,6 +28,15 @@ std::vector<int32_t> generate_alone(Model& model, const std::vector<int32_t>& pr
   g.max_tokens = max_tokens;
   g.ignore_eos = true;
   return generate(model, prompt, g).tokens;
+}
+
+// An engine of max_seqs sequences and steps of batched_tokens, in 8 MiB of KV.
+EngineOptions sliding_options(int64_t max_seqs, int64_t batched_tokens) {
+  EngineOptions o;
+  o.kv_memory_bytes = int64_t{8} << 20;
+  o.max_num_seqs = max_seqs;
+  o.max_num_batched_tokens = batched_tokens;
+  return o;
 }
 
 // Same tokens, log-probabilities and top log-probabilities, bit for bit.
@@ -56,11 +67,7 @@ class EngineSliding : public ::testing::Test {
     return generate_alone(*model_, prompt, max_tokens);
   }
   static EngineOptions options(int64_t max_seqs = 16, int64_t batched_tokens = 64) {
-    EngineOptions o;
-    o.kv_memory_bytes = int64_t{8} << 20;
-    o.max_num_seqs = max_seqs;
-    o.max_num_batched_tokens = batched_tokens;
-    return o;
+    return sliding_options(max_seqs, batched_tokens);
   }
   static Model* model_;
 };
@@ -197,22 +204,34 @@ TEST_F(EngineAllSliding, EveryLayerKeepsOnlyItsWindow) {
 // Block ids cost only bookkeeping, but that too is bounded by the budget: the longest
 // context a request may ask for, for the most sequences, does not make a billion of them.
 TEST_F(EngineAllSliding, TheBlockIdsAreBoundedByTheBudgetWhateverTheContext) {
-  EngineOptions o;
-  o.kv_memory_bytes = int64_t{8} << 20;
-  o.max_num_seqs = EngineOptions::kMaxNumSeqs;
+  EngineOptions o = sliding_options(EngineOptions::kMaxNumSeqs, 64);
+  o.kv_memory_bytes = int64_t{64} << 20;  // holds the window pool of 1024 sequences (37 MiB)
   o.context_window = EngineOptions::kMaxContextWindow;  // 2^30 block ids at 16 tokens a block
   Engine engine(*model_, o);
-  EXPECT_LE(engine.kv_capacity_tokens() / 16 * 256, o.kv_memory_bytes);
-  EXPECT_GT(engine.kv_capacity_tokens(), 0);
+  EXPECT_EQ(engine.kv_capacity_tokens() / 16, o.kv_memory_bytes / Engine::kBlockIdBytes);
+}
+
+// A proposer that keeps KV per token sizes it by the main pool's blocks: on a pool of ids
+// (bounded by their bookkeeping, not by KV bytes) that would overrun the budget, so adding
+// one after the engine was built is refused.
+TEST_F(EngineAllSliding, AProposerKeepingKvIsNotAddedToAPoolOfIds) {
+  struct KeepsKv : spec::Proposer {
+    std::string_view name() const override { return "keeps-kv"; }
+    void propose(std::span<spec::DraftSlot> slots) override { (void)slots; }
+    size_t kv_bytes_per_token() const override { return 1; }
+  };
+  Engine engine(*model_, sliding_options(2, 32));
+  try {
+    engine.use_proposer(std::make_unique<KeepsKv>(), {});
+    FAIL() << "the proposer was added";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("main pool keeps no K/V"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(EngineAllSliding, ConcurrentGreedyEqualsGenerationAlone) {
   const auto prompts = random_prompts(16, 8, 120, vocab(), 76);
-  EngineOptions o;
-  o.kv_memory_bytes = int64_t{8} << 20;
-  o.max_num_seqs = 16;
-  o.max_num_batched_tokens = 64;
-  Engine engine(*model_, o);
+  Engine engine(*model_, sliding_options(16, 64));
   expect_window_only(engine, WindowBlocks::blocks_needed(7, 16, 16, 64));
   const auto got = run_all(engine, prompts, greedy(40));
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i].tokens, reference(prompts[i], 40)) << "prompt " << i;
@@ -224,11 +243,7 @@ TEST_F(EngineAllSliding, AWarmPrefixGivesWhatAColdRunGives) {
   const auto prompt = random_prompts(1, 100, 100, vocab(), 78)[0];
   RequestParams params = greedy(6);
   params.top_logprobs = 5;
-  EngineOptions o;
-  o.kv_memory_bytes = int64_t{8} << 20;
-  o.max_num_seqs = 2;
-  o.max_num_batched_tokens = 32;
-  Engine engine(*model_, o);
+  Engine engine(*model_, sliding_options(2, 32));
   expect_window_only(engine, WindowBlocks::blocks_needed(7, 16, 2, 32));
   const auto cold = run_all(engine, {prompt}, params);
   const auto warm = run_all(engine, {prompt}, params);
