@@ -92,6 +92,24 @@ void ThreadPool::parallel_for(int64_t n, const Fn& fn, int64_t grain) {
   }
 }
 
+void ThreadPool::parallel_chunks(int64_t n, const Fn& fn, int64_t chunk) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(1, chunk);
+  const int64_t n_chunks = (n + chunk - 1) / chunk;
+  if (n_threads_ == 1 || n_chunks == 1) {
+    for (int64_t c = 0; c < n_chunks; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk), 0);
+    return;
+  }
+  // Reset before parallel_for publishes the job (its release orders this store before any
+  // worker's claim); every claimer of the previous job has finished by now.
+  next_chunk_.store(0, std::memory_order_relaxed);
+  // One item per slot: each slot's runner claims chunks until none is left.
+  parallel_for(n_threads_, [&](int64_t, int64_t, int slot) {
+    for (int64_t c; (c = next_chunk_.fetch_add(1, std::memory_order_relaxed)) < n_chunks;)
+      fn(c * chunk, std::min(n, (c + 1) * chunk), slot);
+  });
+}
+
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {

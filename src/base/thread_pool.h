@@ -4,6 +4,8 @@
 // exactly once, by its worker or, when that worker is late (descheduled on a busy machine),
 // by the calling thread. The ranges never change, so each output element is computed by one
 // call in one fixed order whoever runs it (batch-invariant kernels rely on that).
+// parallel_chunks hands out smaller chunks as threads come free, for work whose items do
+// not depend on how the range is cut (a matmul's row groups, attention's heads and tiles).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -29,6 +31,12 @@ class ThreadPool {
   // range (0 .. size()-1), so per-slot scratch is never shared. The calling thread takes
   // part. Ranges are aligned to `grain` items. Not reentrant.
   void parallel_for(int64_t n, const Fn& fn, int64_t grain = 1);
+  // Calls fn(begin, end, slot) over [0, n) cut into chunks of `chunk` items, handed out in
+  // order to whichever thread comes free, so a slower or descheduled thread does less of the
+  // work (on a shared 2-core VM one thread often runs 5-10% slower than the other, and a
+  // static split waits for it). fn runs once per chunk, several times per slot; which slot
+  // runs a chunk varies, so use it only where an item's result does not depend on that.
+  void parallel_chunks(int64_t n, const Fn& fn, int64_t chunk);
 
  private:
   void worker(int index);
@@ -47,6 +55,7 @@ class ThreadPool {
   std::unique_ptr<std::atomic<uint64_t>[]> claimed_;  // per slot: last generation claimed
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> done_{0};  // slots 1.. finished in the current job
+  std::atomic<int64_t> next_chunk_{0};  // parallel_chunks: the next chunk to hand out
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
 };

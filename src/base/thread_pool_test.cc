@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <vector>
 
 namespace zen {
@@ -33,6 +36,60 @@ TEST(ThreadPool, ManyBackToBackJobsAndIdleGaps) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // workers fall asleep
   pool.parallel_for(10, [&](int64_t b, int64_t e, int) { sum.fetch_add(e - b); });
   EXPECT_EQ(sum.load(), 20010);
+}
+
+TEST(ThreadPool, ChunksCoverEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 7, 64, 1000, 1001}) {
+      for (int64_t chunk : {1, 4, 16, 5000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        pool.parallel_chunks(n, [&](int64_t b, int64_t e, int slot) {
+          EXPECT_EQ(b % chunk, 0) << "chunks start on a chunk boundary";
+          EXPECT_LE(e - b, chunk);
+          EXPECT_GE(slot, 0);
+          EXPECT_LT(slot, threads);
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+        }, chunk);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << threads << " " << n << " " << i;
+      }
+    }
+  }
+}
+
+// The first chunk holds its thread until every other chunk is done: a static split (half the
+// chunks each) would never finish; handed out as threads come free, the other thread runs
+// them all.
+TEST(ThreadPool, ChunksGoToTheThreadThatIsFree) {
+  ThreadPool pool(2);
+  constexpr int64_t kChunks = 64;
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t others_done = 0;
+  bool timed_out = false;
+  std::vector<int> slot_of(kChunks, -1);
+  pool.parallel_chunks(kChunks, [&](int64_t b, int64_t, int slot) {
+    slot_of[static_cast<size_t>(b)] = slot;
+    std::unique_lock<std::mutex> lock(mu);
+    if (b == 0) {
+      timed_out = !cv.wait_for(lock, std::chrono::seconds(60), [&] { return others_done == kChunks - 1; });
+    } else {
+      ++others_done;
+      cv.notify_all();
+    }
+  }, 1);
+  ASSERT_FALSE(timed_out) << "chunks stayed with a busy thread";
+  for (int64_t c = 1; c < kChunks; ++c) EXPECT_NE(slot_of[static_cast<size_t>(c)], slot_of[0]) << c;
+}
+
+TEST(ThreadPool, ChunkedAndSplitJobsBackToBack) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> sum{0};
+  for (int round = 0; round < 2000; ++round) {
+    pool.parallel_chunks(37, [&](int64_t b, int64_t e, int) { sum.fetch_add(e - b); }, 3);
+    pool.parallel_for(10, [&](int64_t b, int64_t e, int) { sum.fetch_add(e - b); });
+  }
+  EXPECT_EQ(sum.load(), 2000 * 47);
 }
 
 TEST(ThreadPool, SplitRangeIsDeterministic) {

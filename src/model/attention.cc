@@ -75,10 +75,10 @@ std::vector<QueryTile> query_tiles(const FlatBatch& flat) {
   return tiles;
 }
 
-// Work item i -> (KV head, tile). Heads outermost, so threads splitting the items by
-// contiguous ranges get whole heads when the head count divides; within a head the tiles go
-// first, last, second, second last, ... so any run of items pairs short causal spans with long
-// ones and contiguous ranges carry about equal work.
+// Work item i -> (KV head, tile). Items are handed out one at a time as threads come free.
+// Heads outermost, so consecutive items read the same head's K/V; within a head the tiles go
+// first, last, second, second last, ... so long causal spans alternate with short ones and no
+// thread is left with a long one at the end.
 void item_to_head_tile(int64_t item, int64_t n_tiles, int64_t* head, int64_t* tile) {
   *head = item / n_tiles;
   const int64_t k = item % n_tiles;
@@ -121,7 +121,7 @@ void paged_attention(const LayerKv& layer_kv, const ForwardBatch& batch, const F
   if (scratch.size() < need) scratch.resize(need);
   const std::vector<QueryTile> tiles = query_tiles(flat);
   const auto n_tiles = static_cast<int64_t>(tiles.size());
-  pool.parallel_for(n_tiles * nkv, [&](int64_t begin, int64_t end, int thread) {
+  pool.parallel_chunks(n_tiles * nkv, [&](int64_t begin, int64_t end, int thread) {
     float* acc = &scratch[static_cast<size_t>(thread * per_thread)];
     float* run_max = acc + rows * hd;
     float* run_sum = run_max + rows;
@@ -200,7 +200,7 @@ void paged_attention(const LayerKv& layer_kv, const ForwardBatch& batch, const F
         for (int64_t c = 0; c < hd; ++c) o[c] = acc[row * hd + c] * inv;
       }
     }
-  });
+  }, 1);
 }
 
 }  // namespace zen

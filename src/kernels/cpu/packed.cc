@@ -804,7 +804,10 @@ void PackedMatrix::matmul(const float* x, int64_t n_tokens, float* y, [[maybe_un
   const avx2::PackedProblem p = problem(x, n_tokens, y, inline_run ? nullptr : &pool);
   const PackedGroupsFn run = packed_groups_for_cpu();
   if (inline_run) return run(p, 0, p.n_groups);
-  pool.parallel_for(p.n_groups, [&p, run](int64_t g0, int64_t g1, int) { run(p, g0, g1); });
+  // Chunks of about an eighth of a thread's share (even, so AVX-512 keeps its group pairs),
+  // handed out as threads come free: a group's result is the same whoever computes it.
+  const int64_t chunk = (std::max<int64_t>(1, p.n_groups / (8 * pool.size())) + 1) / 2 * 2;
+  pool.parallel_chunks(p.n_groups, [&p, run](int64_t g0, int64_t g1, int) { run(p, g0, g1); }, chunk);
 #endif
 }
 
