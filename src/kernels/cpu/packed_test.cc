@@ -123,6 +123,27 @@ TEST(Packed, BatchInvariantAcrossTokenCountsAndThreads) {
   }
 }
 
+// Rows of k = 8192 hold about 9-10 KB of activations a token, so a step of 37 tokens runs in
+// three passes of at most 16 (a pass keeps its activation rows within an L2 budget): every
+// token still gets the reference's bits, and the bits it gets alone.
+TEST(Packed, WideRowsRunTheTokensInPassesBitForBit) {
+  std::mt19937 rng(34);
+  ThreadPool pool(2);
+  for (DType t : kPackedDtypes) {
+    const int64_t K = 8192, N = 21, T = 37;
+    const Source s(rng, t, N, K);
+    const PackedMatrix p = PackedMatrix::pack(s.view);
+    const auto x = random_activations(rng, T * K);
+    const auto batch = run(p, x, T, pool);
+    EXPECT_TRUE(bits_equal(batch.data(), run_reference(p, x, T).data(), batch.size())) << dtype_name(t);
+    for (int64_t tok : {0, 12, 13, 36}) {
+      const std::vector<float> one(x.begin() + tok * K, x.begin() + (tok + 1) * K);
+      EXPECT_TRUE(bits_equal(run(p, one, 1, pool).data(), &batch[static_cast<size_t>(tok * N)], static_cast<size_t>(N)))
+          << dtype_name(t) << " token " << tok;
+    }
+  }
+}
+
 // The packed arithmetic against the per-row reference dot (ref::vec_dot on the source blocks
 // and the scalar-quantized activation): equal up to f32 rounding of the block sums.
 TEST(Packed, MatchesTheSourceRowsDotProducts) {
