@@ -1,6 +1,7 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -94,20 +95,34 @@ void ThreadPool::parallel_for(int64_t n, const Fn& fn, int64_t grain) {
 
 void ThreadPool::parallel_chunks(int64_t n, const Fn& fn, int64_t chunk) {
   if (n <= 0) return;
-  chunk = std::max<int64_t>(1, chunk);
-  const int64_t n_chunks = (n + chunk - 1) / chunk;
+  chunk = std::clamp<int64_t>(chunk, 1, n);
+  const int64_t n_chunks = n / chunk + (n % chunk != 0 ? 1 : 0);
+  const auto run_chunk = [&](int64_t c, int slot) { fn(c * chunk, c == n_chunks - 1 ? n : (c + 1) * chunk, slot); };
   if (n_threads_ == 1 || n_chunks == 1) {
-    for (int64_t c = 0; c < n_chunks; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk), 0);
+    for (int64_t c = 0; c < n_chunks; ++c) run_chunk(c, 0);
     return;
   }
   // Reset before parallel_for publishes the job (its release orders this store before any
   // worker's claim); every claimer of the previous job has finished by now.
   next_chunk_.store(0, std::memory_order_relaxed);
-  // One item per slot: each slot's runner claims chunks until none is left.
+  // One item per slot: each slot's runner claims chunks until none is left. A throwing chunk
+  // stops the handing out; the first exception is rethrown once every runner has returned
+  // (a runner must not throw, or parallel_for would return while others still run).
+  std::mutex error_mu;
+  std::exception_ptr error;
   parallel_for(n_threads_, [&](int64_t, int64_t, int slot) {
-    for (int64_t c; (c = next_chunk_.fetch_add(1, std::memory_order_relaxed)) < n_chunks;)
-      fn(c * chunk, std::min(n, (c + 1) * chunk), slot);
+    for (int64_t c; (c = next_chunk_.fetch_add(1, std::memory_order_relaxed)) < n_chunks;) {
+      try {
+        run_chunk(c, slot);
+      } catch (...) {
+        next_chunk_.store(n_chunks, std::memory_order_relaxed);
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+        return;
+      }
+    }
   });
+  if (error) std::rethrow_exception(error);
 }
 
 void ThreadPool::worker(int index) {

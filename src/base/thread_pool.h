@@ -34,8 +34,10 @@ class ThreadPool {
   // Calls fn(begin, end, slot) over [0, n) cut into chunks of `chunk` items, handed out in
   // order to whichever thread comes free, so a slower or descheduled thread does less of the
   // work (on a shared 2-core VM one thread often runs 5-10% slower than the other, and a
-  // static split waits for it). fn runs once per chunk, several times per slot; which slot
-  // runs a chunk varies, so use it only where an item's result does not depend on that.
+  // static split waits for it). fn runs once per chunk (also on a 1-thread pool), a slot
+  // running any number of them one after another; which slot runs a chunk varies, so use it
+  // only where an item's result does not depend on that. If fn throws, no further chunk
+  // starts and the first exception is rethrown after the running ones end. Not reentrant.
   void parallel_chunks(int64_t n, const Fn& fn, int64_t chunk);
 
  private:

@@ -76,9 +76,8 @@ std::vector<QueryTile> query_tiles(const FlatBatch& flat) {
 }
 
 // Work item i -> (KV head, tile). Items are handed out one at a time as threads come free.
-// Heads outermost, so consecutive items read the same head's K/V; within a head the tiles go
-// first, last, second, second last, ... so long causal spans alternate with short ones and no
-// thread is left with a long one at the end.
+// Within a head the tiles go first, last, second, second last, ... so long causal spans
+// alternate with short ones and no thread is left with a long one at the end.
 void item_to_head_tile(int64_t item, int64_t n_tiles, int64_t* head, int64_t* tile) {
   *head = item / n_tiles;
   const int64_t k = item % n_tiles;
@@ -121,6 +120,8 @@ void paged_attention(const LayerKv& layer_kv, const ForwardBatch& batch, const F
   if (scratch.size() < need) scratch.resize(need);
   const std::vector<QueryTile> tiles = query_tiles(flat);
   const auto n_tiles = static_cast<int64_t>(tiles.size());
+  std::vector<std::vector<const float*>> q_rows_of(static_cast<size_t>(pool.size()),
+                                                   std::vector<const float*>(static_cast<size_t>(rows)));
   pool.parallel_chunks(n_tiles * nkv, [&](int64_t begin, int64_t end, int thread) {
     float* acc = &scratch[static_cast<size_t>(thread * per_thread)];
     float* run_max = acc + rows * hd;
@@ -128,7 +129,7 @@ void paged_attention(const LayerKv& layer_kv, const ForwardBatch& batch, const F
     float* p = run_sum + rows;
     float* k_buf = p + rows * bs;
     float* v_buf = k_buf + bs * hd;
-    std::vector<const float*> q_rows(static_cast<size_t>(rows));  // [rows]: row i * group + h
+    std::vector<const float*>& q_rows = q_rows_of[static_cast<size_t>(thread)];  // [rows]: row i * group + h
     for (int64_t item = begin; item < end; ++item) {
       int64_t g, tile;
       item_to_head_tile(item, n_tiles, &g, &tile);

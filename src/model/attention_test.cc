@@ -68,6 +68,12 @@ TEST_P(PagedAttention, MatchesTheTwoPassReference) {
   std::vector<float> scratch;
   const AttentionShape shape{c.heads, c.kv_heads, c.head_dim, scale, c.window};
   paged_attention({&kv, 1, false}, batch, flat, shape, q.data(), out.data(), pool, scratch);
+  for (int threads : {1, 3}) {  // items go to whichever thread is free: the same bits
+    ThreadPool other(threads);
+    std::vector<float> again(out.size()), other_scratch;
+    paged_attention({&kv, 1, false}, batch, flat, shape, q.data(), again.data(), other, other_scratch);
+    EXPECT_EQ(again, out) << threads << " threads";
+  }
   if (c.window > 0) {
     // The same through a window table (ForwardBatch::window_kv), which holds no block before
     // the first new token's window: nothing there is read, and the result is the same.
