@@ -100,49 +100,39 @@ TEST(Packed, KernelsEqualTheReferenceBitForBit) {
     }
 }
 
+// Two shapes: 301 rows x K = 1024 (big enough that decode splits groups over the pool too;
+// 70 tokens in two passes of 35), and K = 8192, whose rows hold 9-10 KB of activations a token,
+// so 37 tokens run in passes of 13, 13 and 11 (a pass keeps its activation rows within an L2
+// budget; what that buys is speed, bench/README.md). Either way every token gets the same bits
+// alone, in the batch, at any thread count, and the reference's.
 TEST(Packed, BatchInvariantAcrossTokenCountsAndThreads) {
+  struct Shape {
+    int64_t k, n, tokens;
+    std::vector<int64_t> check;  // tokens also run alone: ends and pass boundaries
+  };
+  const Shape shapes[] = {{1024, 301, 70, {0, 1, 34, 35, 69}}, {8192, 21, 37, {0, 12, 13, 26, 36}}};
   std::mt19937 rng(32);
   ThreadPool pool1(1), pool2(2), pool3(3);
-  for (DType t : kPackedDtypes) {
-    // 301 rows x K = 1024: big enough that decode splits groups over the pool too.
-    const int64_t K = 1024, N = 301, T = 70;
-    const Source s(rng, t, N, K);
-    const PackedMatrix p = PackedMatrix::pack(s.view);
-    const auto x = random_activations(rng, T * K);
-    const auto batch = run(p, x, T, pool2);
-    EXPECT_TRUE(bits_equal(batch.data(), run(p, x, T, pool1).data(), batch.size())) << dtype_name(t);
-    EXPECT_TRUE(bits_equal(batch.data(), run(p, x, T, pool3).data(), batch.size())) << dtype_name(t);
-    for (int64_t tok : {0, 1, 33, 64, 69}) {
-      const std::vector<float> one(x.begin() + tok * K, x.begin() + (tok + 1) * K);
-      for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
-        const auto y1 = run(p, one, 1, *pool);
-        EXPECT_TRUE(bits_equal(y1.data(), &batch[static_cast<size_t>(tok * N)], static_cast<size_t>(N)))
-            << dtype_name(t) << " token " << tok << " alone differs from its row in the batch";
+  for (const Shape& shape : shapes)
+    for (DType t : kPackedDtypes) {
+      const int64_t K = shape.k, N = shape.n, T = shape.tokens;
+      const Source s(rng, t, N, K);
+      const PackedMatrix p = PackedMatrix::pack(s.view);
+      const auto x = random_activations(rng, T * K);
+      const auto batch = run(p, x, T, pool2);
+      const std::string what = std::string(dtype_name(t)) + " K=" + std::to_string(K);
+      EXPECT_TRUE(bits_equal(batch.data(), run_reference(p, x, T).data(), batch.size())) << what;
+      EXPECT_TRUE(bits_equal(batch.data(), run(p, x, T, pool1).data(), batch.size())) << what;
+      EXPECT_TRUE(bits_equal(batch.data(), run(p, x, T, pool3).data(), batch.size())) << what;
+      for (int64_t tok : shape.check) {
+        const std::vector<float> one(x.begin() + tok * K, x.begin() + (tok + 1) * K);
+        for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+          const auto y1 = run(p, one, 1, *pool);
+          EXPECT_TRUE(bits_equal(y1.data(), &batch[static_cast<size_t>(tok * N)], static_cast<size_t>(N)))
+              << what << " token " << tok << " alone differs from its row in the batch";
+        }
       }
     }
-  }
-}
-
-// Rows of k = 8192 hold about 9-10 KB of activations a token, so a step of 37 tokens runs in
-// three passes of at most 16 (a pass keeps its activation rows within an L2 budget): every
-// token still gets the reference's bits, and the bits it gets alone (what the pass size buys
-// is speed: bench/README.md, token passes).
-TEST(Packed, WideRowsRunTheTokensInPassesBitForBit) {
-  std::mt19937 rng(34);
-  ThreadPool pool(2);
-  for (DType t : kPackedDtypes) {
-    const int64_t K = 8192, N = 21, T = 37;
-    const Source s(rng, t, N, K);
-    const PackedMatrix p = PackedMatrix::pack(s.view);
-    const auto x = random_activations(rng, T * K);
-    const auto batch = run(p, x, T, pool);
-    EXPECT_TRUE(bits_equal(batch.data(), run_reference(p, x, T).data(), batch.size())) << dtype_name(t);
-    for (int64_t tok : {0, 12, 13, 36}) {
-      const std::vector<float> one(x.begin() + tok * K, x.begin() + (tok + 1) * K);
-      EXPECT_TRUE(bits_equal(run(p, one, 1, pool).data(), &batch[static_cast<size_t>(tok * N)], static_cast<size_t>(N)))
-          << dtype_name(t) << " token " << tok;
-    }
-  }
 }
 
 // The packed arithmetic against the per-row reference dot (ref::vec_dot on the source blocks
